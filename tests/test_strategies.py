@@ -1,0 +1,13 @@
+from tilesearch.testing.strategies import StrategySuite
+
+
+class TestGrid(StrategySuite):
+    strategy = "grid"
+
+
+class TestRandom(StrategySuite):
+    strategy = "random"
+
+
+class TestTPE(StrategySuite):
+    strategy = "tpe"

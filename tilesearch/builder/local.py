@@ -1,0 +1,74 @@
+"""Parallel compilation in isolated worker processes (TVM lowering holds the GIL: threads do not
+scale). Compiled kernels land in TileLang's disk cache, where the runner's worker finds them."""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from tilesearch.builder.base import Builder
+from tilesearch.records import BuildResult, Candidate
+from tilesearch.workers import IsolatedWorker
+
+
+def compile_candidate(candidate: Candidate) -> float:
+    """Runs in a builder worker: compiles one candidate, returns the seconds it took."""
+    from tilesearch.op import Problem
+
+    op = candidate.load_op()
+    start = time.perf_counter()
+    op.build(Problem(op.name, candidate.problem), candidate.config, candidate.target)
+    return time.perf_counter() - start
+
+
+def default_workers() -> int:
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+class LocalBuilder(Builder):
+    """Compiles in ``workers`` processes on this machine, each call limited to ``timeout`` s.
+
+    Args:
+        workers: number of compile processes (default: all cores but one).
+        timeout: seconds one compilation may take before its worker is killed and restarted.
+    """
+
+    def __init__(self, workers: int | None = None, timeout: float = 300.0) -> None:
+        self.workers = workers or default_workers()
+        self.timeout = timeout
+        # builders never touch a GPU: compiling for an explicit target needs none
+        env = {"CUDA_VISIBLE_DEVICES": ""}
+        self._idle: queue.Queue[IsolatedWorker] = queue.Queue()
+        self._all = [IsolatedWorker(env=env, name=f"builder-{i}") for i in range(self.workers)]
+        for worker in self._all:
+            self._idle.put(worker)
+        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="build")
+
+    def submit(self, candidate: Candidate) -> Future[BuildResult]:
+        return self._pool.submit(self._build, candidate)
+
+    def _build(self, candidate: Candidate) -> BuildResult:
+        worker = self._idle.get()
+        try:
+            start = time.perf_counter()
+            result = worker.call(
+                "tilesearch.builder.local:compile_candidate", candidate, timeout=self.timeout
+            )
+            if result.ok:
+                return BuildResult(candidate, ok=True, compile_s=float(result.value))
+            return BuildResult(
+                candidate,
+                ok=False,
+                error=result.error or "unknown error",
+                compile_s=time.perf_counter() - start,
+                timed_out=result.timed_out,
+            )
+        finally:
+            self._idle.put(worker)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for worker in self._all:
+            worker.stop(kill=True)

@@ -1,0 +1,197 @@
+"""The ``tilesearch`` command: ``tune``, ``show`` and ``ops``, configured with ``key=value``.
+
+Bad input exits with code 2 and one line saying what is wrong and what would be right.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections import Counter
+from dataclasses import fields
+from typing import Any
+
+USAGE = """usage: tilesearch COMMAND [key=value ...]
+
+commands:
+  tune op=NAME PARAMS... [strategy=tpe trials=64 seed=0 storage=URL ...]
+                       search the op's knobs on the GPU and keep every trial
+  show op=NAME PARAMS... [top=10 storage=URL]
+                       print the best configurations found for a problem
+  ops                  list operators with their parameters and knobs
+
+example: tilesearch tune op=gemm m=4096 n=4096 k=4096 dtype=float16 strategy=tpe trials=64"""
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as one line, exit code 2."""
+
+
+def parse_pairs(args: list[str]) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep or not key:
+            raise UsageError(f"expected key=value, got {arg!r} (e.g. m=4096)")
+        if key in pairs:
+            raise UsageError(f"{key} given twice")
+        pairs[key] = value
+    return pairs
+
+
+def _coerce(name: str, raw: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise UsageError(f"{name}={raw!r} must be true or false")
+    if isinstance(default, int | float):
+        try:
+            value = type(default)(raw)
+        except ValueError:
+            raise UsageError(f"{name}={raw!r} must be a {type(default).__name__}") from None
+        if value < 0:
+            raise UsageError(f"{name}={raw} must not be negative")
+        return value
+    return raw
+
+
+def split_settings(pairs: dict[str, str], allowed: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Setting keys converted to their types, and the rest (the op's parameters)."""
+    from tilesearch.tuner import TuneSettings
+
+    defaults = {f.name: f.default for f in fields(TuneSettings)}
+    settings, rest = {}, {}
+    for key, raw in pairs.items():
+        if key in allowed:
+            settings[key] = _coerce(key, raw, defaults.get(key, ""))
+        else:
+            rest[key] = raw
+    return settings, rest
+
+
+def _load_problem(pairs: dict[str, str], settings_keys: tuple[str, ...] = ()) -> tuple[Any, Any]:
+    from tilesearch import registry
+    from tilesearch.op import ProblemError
+
+    if "op" not in pairs:
+        raise UsageError(f"op=NAME is required; registered ops: {', '.join(sorted(registry.available()))}")
+    try:
+        op = registry.load(pairs.pop("op"))
+        unknown = sorted(set(pairs) - {p.name for p in op.params})
+        if unknown:
+            known = ", ".join(p.name for p in op.params) + (", " + ", ".join(settings_keys) if settings_keys else "")
+            raise UsageError(f"unknown key {unknown[0]!r}; {op.name} takes {known}")
+        return op, op.problem(**pairs)
+    except (registry.UnknownOperatorError, ProblemError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_tune(args: list[str]) -> int:
+    from tilesearch import report, strategy
+    from tilesearch.database import StorageError
+    from tilesearch.runner import NoDeviceError
+    from tilesearch.tuner import TuneSettings, tune
+
+    settings, rest = split_settings(parse_pairs(args), TuneSettings.keys())
+    op, problem = _load_problem(dict(rest), settings_keys=TuneSettings.keys())
+    if settings.get("strategy", "tpe") not in strategy.STRATEGIES:
+        raise UsageError(f"unknown strategy {settings['strategy']!r}; choose one of {', '.join(strategy.STRATEGIES)}")
+    if settings.get("trials", 1) < 1:
+        raise UsageError("trials must be at least 1")
+    try:
+        result = tune(op, problem, settings=TuneSettings(**settings))
+    except NoDeviceError as exc:
+        raise UsageError(f"{exc}: tune measures on a CUDA GPU; run it on a machine with one") from None
+    except StorageError as exc:
+        raise UsageError(str(exc)) from None
+    replay = " [replayed]" if result.replayed else ""
+    print(f"study: {result.study}{replay}")
+    print(f"gpu: {result.target.gpu} ({result.target.arch})")
+    print(
+        f"measured now: {result.measured_now} in {result.wall_s:.1f} s wall "
+        f"({result.compile_s:.1f} s of compilation across workers); statuses: {report.status_line(result.statuses)}"
+    )
+    if result.best:
+        print(report.best_table(result.best))
+    else:
+        print("no correct configuration yet")
+    return 0
+
+
+def cmd_show(args: list[str]) -> int:
+    from tilesearch import report
+    from tilesearch.database import StorageError, TuningDatabase, find_studies
+
+    pairs = parse_pairs(args)
+    storage = pairs.pop("storage", None)
+    top = int(_coerce("top", pairs.pop("top", "10"), 10))
+    op, problem = _load_problem(pairs)
+    try:
+        names = find_studies(storage, op.name, problem)
+    except StorageError as exc:
+        raise UsageError(str(exc)) from None
+    if not names:
+        raise UsageError(f"no study for {op.name} {problem.key} in the storage; run tilesearch tune first")
+    for name in names:
+        db = TuningDatabase(storage, name)
+        records = [r for r in db.records() if r.duplicate_of is None]
+        counts = Counter(r.status for r in records)
+        replay = " [replayed]" if db.study.user_attrs.get("replayed") else ""
+        print(f"study: {name}{replay}")
+        print(f"trials: {len(records)} ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
+        best = db.best(top)
+        print(report.best_table(best) if best else "no correct configuration yet")
+        print()
+    return 0
+
+
+def cmd_ops(args: list[str]) -> int:
+    from tilesearch import registry
+    from tilesearch.target import Target
+
+    if args:
+        raise UsageError(f"ops takes no arguments, got {' '.join(args)}")
+    for name in sorted(registry.available()):
+        op = registry.load(name)
+        print(f"{name}: {op.description}")
+        for param in op.params:
+            print(f"  param {param.describe()}" + (f" - {param.help}" if param.help else ""))
+        example = op.problem(**{p.name: 1024 for p in op.params if p.default is None})
+        space = op.space(example, Target.from_arch("sm_90a"))
+        for knob, values in space.describe():
+            print(f"  knob  {knob}: {values}")
+        print(f"  space at {example.key} on sm_90a: {space.size} configurations, {space.count_valid()} valid")
+    return 0
+
+
+COMMANDS = {"tune": cmd_tune, "show": cmd_show, "ops": cmd_ops}
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"tilesearch: error: unknown command {command!r}; use one of {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return COMMANDS[command](rest)
+    except UsageError as exc:
+        print(f"tilesearch: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tilesearch: interrupted; finished trials are saved, rerun the command to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""The operator plugin interface.
+
+An operator is a plain object: the problem parameters it takes, a knob space, a tile-program
+template, and what the runner needs to check and time a kernel (inputs, reference, baseline,
+FLOP and byte counts, tolerance). Plugins are found through the entry-point group
+``tilesearch.ops`` (see :mod:`tilesearch.registry`).
+
+Call order, per candidate: :meth:`Operator.space` once per problem and target; :meth:`Operator.build`
+in a builder process (which calls :meth:`Operator.program` and :meth:`Operator.pass_configs`);
+then in the runner process :meth:`Operator.make_inputs`, :meth:`Operator.make_outputs`, the
+kernel as ``kernel(*inputs, *outputs)``, :meth:`Operator.reference` and :meth:`Operator.baseline`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tilesearch.space import Config, Space
+from tilesearch.target import Target
+
+
+class ProblemError(ValueError):
+    """A problem parameter is missing, unknown or out of range."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One problem parameter (``m``, ``dtype``, ``layout``...).
+
+    Attributes:
+        name: key used on the command line and in Python.
+        kind: ``int`` or ``str``.
+        default: value when not given; ``None`` makes the parameter required.
+        choices: allowed values, for ``str`` parameters.
+        minimum: smallest allowed value, for ``int`` parameters.
+        help: one line for ``tilesearch ops``.
+    """
+
+    name: str
+    kind: type = int
+    default: Any = None
+    choices: tuple[Any, ...] | None = None
+    minimum: int | None = None
+    help: str = ""
+
+    def parse(self, raw: Any) -> Any:
+        if self.kind is int:
+            try:
+                value = int(raw)
+                if isinstance(raw, float) and raw != value:
+                    raise ValueError
+            except (TypeError, ValueError):
+                raise ProblemError(f"{self.name}={raw!r} is not an integer") from None
+            if self.minimum is not None and value < self.minimum:
+                raise ProblemError(f"{self.name}={value} must be >= {self.minimum}")
+        else:
+            value = str(raw)
+        if self.choices is not None and value not in self.choices:
+            raise ProblemError(f"{self.name}={value!r} is not one of {', '.join(map(str, self.choices))}")
+        return value
+
+    def describe(self) -> str:
+        text = f"{self.name}: {self.kind.__name__}"
+        if self.choices:
+            text += " in {" + ", ".join(map(str, self.choices)) + "}"
+        if self.minimum is not None:
+            text += f" >= {self.minimum}"
+        text += " (required)" if self.default is None else f" (default {self.default})"
+        return text
+
+
+class Problem(Mapping[str, Any]):
+    """An operator's parameters, validated and complete: ``gemm`` with ``m=8192, n=8192, ...``."""
+
+    def __init__(self, op: str, params: Mapping[str, Any]) -> None:
+        self.op = op
+        self._params = dict(params)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._params[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._params)
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Problem) and (self.op, self._params) == (other.op, other._params)
+
+    def __hash__(self) -> int:
+        return hash((self.op, self.key))
+
+    def __repr__(self) -> str:
+        return f"Problem({self.op}: {self.key})"
+
+    @property
+    def key(self) -> str:
+        """``m=8192,n=8192,k=8192,dtype=float16,layout=nn`` in the operator's parameter order."""
+        return ",".join(f"{k}={v}" for k, v in self._params.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._params)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Largest accepted errors against the reference.
+
+    Attributes:
+        rel_fro: ``||out - ref||_F / ||ref||_F``.
+        max_rel: ``max|out - ref| / max|ref|``.
+    """
+
+    rel_fro: float
+    max_rel: float
+
+
+class Operator(abc.ABC):
+    """Base class of operator plugins. Subclasses set ``name``, ``params`` and the abstract methods."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+
+    def problem(self, **raw: Any) -> Problem:
+        """Validates raw parameters (strings from the command line are fine) into a :class:`Problem`."""
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(raw) - set(known))
+        if unknown:
+            raise ProblemError(
+                f"unknown parameter {unknown[0]!r} for op {self.name!r}; its parameters are "
+                + ", ".join(known)
+            )
+        values = {}
+        for p in self.params:
+            if p.name in raw:
+                values[p.name] = p.parse(raw[p.name])
+            elif p.default is None:
+                raise ProblemError(f"op {self.name!r} needs {p.name}=... ({p.describe()})")
+            else:
+                values[p.name] = p.default
+        return Problem(self.name, values)
+
+    @abc.abstractmethod
+    def space(self, problem: Problem, target: Target) -> Space:
+        """The knob space for ``problem`` on ``target``, constraints included."""
+
+    @abc.abstractmethod
+    def program(self, problem: Problem, config: Config) -> Any:
+        """The tile program (a TileLang ``PrimFunc``) for one configuration."""
+
+    def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
+        """TileLang pass configurations for one configuration (none by default)."""
+        return {}
+
+    def build(self, problem: Problem, config: Config, target: Target) -> Any:
+        """Compiles one configuration; TileLang's disk cache makes a second call cheap."""
+        import tilelang
+
+        return tilelang.compile(
+            self.program(problem, config),
+            target=target.tvm(),
+            pass_configs=self.pass_configs(problem, config) or None,
+        )
+
+    @abc.abstractmethod
+    def make_inputs(self, problem: Problem, device: Any, generator: Any) -> tuple[Any, ...]:
+        """Fresh random inputs (never zeros) as torch tensors on ``device``."""
+
+    @abc.abstractmethod
+    def make_outputs(self, problem: Problem, device: Any) -> tuple[Any, ...]:
+        """Output tensors the kernel writes; the runner poisons them before each check."""
+
+    @abc.abstractmethod
+    def reference(self, problem: Problem, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        """Expected outputs, computed in float64 (or float32 on upcast inputs)."""
+
+    def baseline(self, problem: Problem, inputs: Sequence[Any]) -> Callable[[], Any] | None:
+        """A no-argument callable running the usual PyTorch way of computing the op, or ``None``."""
+        return None
+
+    @abc.abstractmethod
+    def flops(self, problem: Problem) -> float:
+        """Floating-point operations of one call."""
+
+    @abc.abstractmethod
+    def bytes(self, problem: Problem) -> float:
+        """Fewest bytes one call moves through device memory."""
+
+    @abc.abstractmethod
+    def tolerance(self, problem: Problem, config: Config) -> Tolerance:
+        """Errors accepted for ``config`` against the reference."""

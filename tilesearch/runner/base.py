@@ -1,0 +1,36 @@
+"""The runner interface: check and time built candidates, return :class:`RunResult`s."""
+
+from __future__ import annotations
+
+import abc
+
+from tilesearch.records import Candidate, RunResult
+from tilesearch.target import Target
+
+
+class NoDeviceError(RuntimeError):
+    """The runner has no device to measure on."""
+
+
+class Runner(abc.ABC):
+    """Measures candidates one at a time. Call order: :meth:`start` once (it returns the target
+    measured on), then :meth:`run` per built candidate, then :meth:`close`. ``run`` never raises
+    for a bad kernel: crashes, hangs and wrong results come back as a ``RunResult`` status."""
+
+    replayed: bool = False
+
+    @abc.abstractmethod
+    def start(self) -> Target:
+        """Starts the device worker; raises :class:`NoDeviceError` if there is no device."""
+
+    @abc.abstractmethod
+    def run(self, candidate: Candidate) -> RunResult:
+        """Checks and times one candidate that the builder compiled."""
+
+    def close(self) -> None:
+        """Stops worker processes (no-op by default)."""
+
+    @property
+    def versions(self) -> dict[str, str]:
+        """Software versions on the measuring side."""
+        return {}

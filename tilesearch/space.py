@@ -1,0 +1,217 @@
+"""Search spaces: typed knobs, constraints between them, enumeration, sampling, Optuna mapping.
+
+A configuration is a plain ``dict`` from knob name to value. A :class:`Space` is a product of
+knobs filtered by constraints; each constraint is a function that returns ``None`` for a valid
+configuration and a short reason (``"shared memory 262144 B > 232448 B"``) otherwise, so that a
+pruned configuration is recorded with why it was pruned.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import itertools
+import json
+import math
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna.distributions as od
+
+Config = dict[str, Any]
+Constraint = Callable[[Mapping[str, Any]], "str | None"]
+
+
+class Knob(abc.ABC):
+    """One schedule knob: a name and a finite, ordered set of values."""
+
+    name: str
+
+    @abc.abstractmethod
+    def values(self) -> tuple[Any, ...]:
+        """All values, in their natural order."""
+
+    @abc.abstractmethod
+    def distribution(self) -> od.BaseDistribution:
+        """The Optuna distribution that the knob's parameter is sampled from."""
+
+    def to_param(self, value: Any) -> Any:
+        """The Optuna parameter value that stands for ``value``."""
+        return value
+
+    def from_param(self, param: Any) -> Any:
+        """The knob value that the Optuna parameter ``param`` stands for."""
+        return param
+
+    def describe(self) -> str:
+        return "{" + ", ".join(str(v) for v in self.values()) + "}"
+
+
+@dataclass(frozen=True)
+class Categorical(Knob):
+    """A knob whose values have no order (``warp_policy``) or few enough to list."""
+
+    name: str
+    choices: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        if not self.choices:
+            raise ValueError(f"knob {self.name!r} has no choices")
+        object.__setattr__(self, "choices", tuple(self.choices))
+
+    def values(self) -> tuple[Any, ...]:
+        return self.choices
+
+    def distribution(self) -> od.BaseDistribution:
+        return od.CategoricalDistribution(self.choices)
+
+
+@dataclass(frozen=True)
+class PowerOfTwo(Knob):
+    """Powers of two from ``low`` to ``high`` inclusive; sampled on the exponent (log scale)."""
+
+    name: str
+    low: int
+    high: int
+
+    def __post_init__(self) -> None:
+        for v in (self.low, self.high):
+            if v < 1 or v & (v - 1):
+                raise ValueError(f"knob {self.name!r}: {v} is not a power of two")
+        if self.low > self.high:
+            raise ValueError(f"knob {self.name!r}: low {self.low} > high {self.high}")
+
+    def values(self) -> tuple[int, ...]:
+        return tuple(1 << e for e in range(self.low.bit_length() - 1, self.high.bit_length()))
+
+    def distribution(self) -> od.BaseDistribution:
+        return od.IntDistribution(self.low.bit_length() - 1, self.high.bit_length() - 1)
+
+    def to_param(self, value: int) -> int:
+        return int(math.log2(value))
+
+    def from_param(self, param: int) -> int:
+        return 1 << int(param)
+
+
+@dataclass(frozen=True)
+class IntRange(Knob):
+    """Integers ``low, low+step, ..., high``."""
+
+    name: str
+    low: int
+    high: int
+    step: int = 1
+
+    def __post_init__(self) -> None:
+        if self.step < 1 or self.low > self.high or (self.high - self.low) % self.step:
+            raise ValueError(f"knob {self.name!r}: bad range {self.low}..{self.high} step {self.step}")
+
+    def values(self) -> tuple[int, ...]:
+        return tuple(range(self.low, self.high + 1, self.step))
+
+    def distribution(self) -> od.BaseDistribution:
+        return od.IntDistribution(self.low, self.high, step=self.step)
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    """Canonical text of a configuration: equal configurations give equal keys."""
+    return json.dumps(dict(sorted(config.items())), separators=(",", ":"), default=str)
+
+
+def digest(*parts: Any) -> str:
+    """A short content hash of the canonical JSON of ``parts``."""
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Space:
+    """The product of ``knobs`` less the configurations that a constraint rejects.
+
+    Args:
+        knobs: the knobs, in the order they are enumerated (the last varies fastest).
+        constraints: functions of a configuration returning ``None`` when valid, else a reason.
+    """
+
+    def __init__(self, knobs: Sequence[Knob], constraints: Sequence[Constraint] = ()) -> None:
+        names = [k.name for k in knobs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate knob names in {names}")
+        self.knobs: tuple[Knob, ...] = tuple(knobs)
+        self.constraints: tuple[Constraint, ...] = tuple(constraints)
+        self._by_name = {k.name: k for k in self.knobs}
+
+    def __getitem__(self, name: str) -> Knob:
+        return self._by_name[name]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._by_name)
+
+    @property
+    def size(self) -> int:
+        """Number of configurations before constraints."""
+        return math.prod(len(k.values()) for k in self.knobs)
+
+    def why_invalid(self, config: Mapping[str, Any]) -> str | None:
+        """``None`` if ``config`` is in the space and meets every constraint, else the first reason."""
+        missing = [n for n in self.names if n not in config]
+        if missing:
+            return f"missing knobs {missing}"
+        extra = sorted(set(config) - set(self.names))
+        if extra:
+            return f"unknown knobs {extra}"
+        for knob in self.knobs:
+            if config[knob.name] not in knob.values():
+                return f"{knob.name}={config[knob.name]!r} not in {knob.describe()}"
+        for check in self.constraints:
+            reason = check(config)
+            if reason:
+                return reason
+        return None
+
+    def is_valid(self, config: Mapping[str, Any]) -> bool:
+        return self.why_invalid(config) is None
+
+    def enumerate(self, *, valid_only: bool = True) -> Iterator[Config]:
+        """All configurations in knob order, by default only the valid ones."""
+        for combo in itertools.product(*(k.values() for k in self.knobs)):
+            config = dict(zip(self.names, combo))
+            if not valid_only or self.why_invalid(config) is None:
+                yield config
+
+    def count_valid(self) -> int:
+        return sum(1 for _ in self.enumerate())
+
+    def pruned(self) -> dict[str, int]:
+        """How many configurations each first-failing reason prunes (reasons with numbers folded)."""
+        counts: dict[str, int] = {}
+        for config in self.enumerate(valid_only=False):
+            reason = self.why_invalid(config)
+            if reason:
+                head = reason.split(":")[0]
+                counts[head] = counts.get(head, 0) + 1
+        return counts
+
+    def sample(self, rng: random.Random, *, max_tries: int = 10_000) -> Config:
+        """A valid configuration drawn uniformly by rejection."""
+        for _ in range(max_tries):
+            config = {k.name: rng.choice(k.values()) for k in self.knobs}
+            if self.why_invalid(config) is None:
+                return config
+        raise RuntimeError(f"no valid configuration found in {max_tries} samples")
+
+    def distributions(self) -> dict[str, od.BaseDistribution]:
+        """Optuna distributions, one per knob, keyed by knob name."""
+        return {k.name: k.distribution() for k in self.knobs}
+
+    def to_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {k.name: k.to_param(config[k.name]) for k in self.knobs}
+
+    def from_params(self, params: Mapping[str, Any]) -> Config:
+        return {k.name: k.from_param(params[k.name]) for k in self.knobs}
+
+    def describe(self) -> list[tuple[str, str]]:
+        return [(k.name, k.describe()) for k in self.knobs]

@@ -1,0 +1,72 @@
+"""The strategy interface: propose configurations to measure next.
+
+Call order: the tuner creates the database with :meth:`Strategy.sampler` (the Optuna sampler that
+``study.ask`` uses), then calls :meth:`Strategy.propose` whenever the pipeline has room, with a
+:class:`SearchContext` that shows everything measured so far and what is in flight. A strategy
+either fixes configurations itself (grid, random, cost-model guided) or lets its Optuna sampler
+choose through ``context.ask()``. It may return fewer proposals than asked for; none means the
+strategy has nothing left to try.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from tilesearch.database import TrialRecord, TuningDatabase
+from tilesearch.op import Operator, Problem
+from tilesearch.space import Config, Space
+from tilesearch.target import Target
+
+
+@dataclass
+class Proposal:
+    """A configuration to try; ``trial`` is set when an Optuna sampler already opened its trial."""
+
+    config: Config
+    trial: optuna.Trial | None = None
+
+
+@dataclass
+class SearchContext:
+    """What a strategy may look at: the space, the problem, and the database."""
+
+    op: Operator
+    problem: Problem
+    space: Space
+    target: Target
+    db: TuningDatabase
+    seed: int = 0
+
+    def finished(self) -> dict[str, TrialRecord]:
+        return self.db.finished()
+
+    def taken(self) -> set[str]:
+        """Keys measured, pruned or in flight: a strategy need not propose them again."""
+        return set(self.db.finished()) | set(self.db.in_flight())
+
+    def ask(self) -> Proposal:
+        """Lets the study's sampler pick a configuration (the trial is opened in the database)."""
+        trial = self.db.ask(self.space.distributions())
+        return Proposal(self.space.from_params(trial.params), trial)
+
+
+class Strategy(abc.ABC):
+    """Base class of search strategies (plain objects; see :func:`tilesearch.strategy.create`)."""
+
+    name: str = "strategy"
+
+    def sampler(self) -> optuna.samplers.BaseSampler | None:
+        """The Optuna sampler the study is opened with; ``None`` keeps Optuna's default."""
+        return optuna.samplers.RandomSampler(seed=0)
+
+    @abc.abstractmethod
+    def propose(self, context: SearchContext, n: int) -> list[Proposal]:
+        """Up to ``n`` configurations to try next; an empty list ends the search."""
+
+    def describe(self) -> Mapping[str, Any]:
+        return {"name": self.name}

@@ -1,0 +1,50 @@
+"""Strategies that walk the list of valid configurations: ``grid`` in knob order, ``random`` in a
+seeded shuffle. Both skip what is measured or in flight, so a resumed run picks up where it
+stopped."""
+
+from __future__ import annotations
+
+import random
+
+from tilesearch.records import Candidate
+from tilesearch.strategy.base import Proposal, SearchContext, Strategy
+
+
+def candidate_key(context: SearchContext, config: dict) -> str:
+    return Candidate(context.problem.op, context.problem.to_dict(), config, context.target).key
+
+
+class GridStrategy(Strategy):
+    """Every valid configuration in enumeration order (the last knob varies fastest)."""
+
+    name = "grid"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self._order: list[dict] | None = None
+
+    def order(self, context: SearchContext) -> list[dict]:
+        return list(context.space.enumerate())
+
+    def propose(self, context: SearchContext, n: int) -> list[Proposal]:
+        if self._order is None:
+            self._order = self.order(context)
+        taken = context.taken()
+        out = []
+        for config in self._order:
+            if len(out) == n:
+                break
+            if candidate_key(context, config) not in taken:
+                out.append(Proposal(config))
+        return out
+
+
+class RandomStrategy(GridStrategy):
+    """Valid configurations in a random order fixed by ``seed`` (sampling without replacement)."""
+
+    name = "random"
+
+    def order(self, context: SearchContext) -> list[dict]:
+        configs = list(context.space.enumerate())
+        random.Random(self.seed).shuffle(configs)
+        return configs

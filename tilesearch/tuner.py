@@ -1,0 +1,239 @@
+"""The tuning loop: strategy proposes -> builder compiles -> runner measures -> database records.
+
+Compilation and measurement overlap: the builder keeps every worker busy with the next
+proposals while the runner measures the kernels already compiled, one at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from tilesearch import registry, versions
+from tilesearch.builder import Builder, LocalBuilder, NullBuilder
+from tilesearch.database import TrialRecord, TuningDatabase, study_name
+from tilesearch.op import Operator, Problem
+from tilesearch.progress import Progress
+from tilesearch.records import BuildResult, Candidate, Status
+from tilesearch.runner import LocalRunner, MeasureSettings, Runner
+from tilesearch.strategy import RandomStrategy, SearchContext, Strategy, create
+from tilesearch.target import Target
+
+MAX_IDLE_PROPOSALS = 64  # proposals in a row that launch nothing before falling back to random
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """Settings of one tuning run; every field is also a ``key=value`` on the command line.
+
+    Attributes:
+        strategy: ``grid``, ``random``, ``tpe`` or any registered strategy name.
+        trials: configurations to compile and measure in the study, counting earlier runs.
+        seed: seeds the strategy and the inputs.
+        storage: Optuna storage URL (default ``sqlite:///tilesearch.db`` or ``$TILESEARCH_STORAGE``).
+        study: study name; by default made from op, problem, GPU, arch and TileLang version.
+        arch: compile target; by default the measuring GPU's (``sm_90a`` on H100/H200).
+        build_workers: compile processes (0: all cores but one).
+        build_timeout: seconds one compilation may take.
+        run_timeout: seconds one check-and-time may take.
+        device: CUDA device index to measure on.
+        baseline: time the op's PyTorch baseline beside each kernel.
+        progress: show a progress bar.
+    """
+
+    strategy: str = "tpe"
+    trials: int = 64
+    seed: int = 0
+    storage: str | None = None
+    study: str | None = None
+    arch: str | None = None
+    build_workers: int = 0
+    build_timeout: float = 300.0
+    run_timeout: float = 60.0
+    device: int = 0
+    baseline: bool = True
+    progress: bool = True
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+@dataclass
+class TuneResult:
+    """What a tuning run leaves: the study, its best correct trials, and counts."""
+
+    study: str
+    storage: str | None
+    target: Target
+    problem: Problem
+    best: list[TrialRecord]
+    measured_now: int
+    statuses: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+    compile_s: float = 0.0
+    replayed: bool = False
+
+
+def tune(
+    op: str | Operator,
+    problem: Problem | dict[str, Any] | None = None,
+    *,
+    settings: TuneSettings | None = None,
+    strategy: str | Strategy | None = None,
+    builder: Builder | None = None,
+    runner: Runner | None = None,
+    **overrides: Any,
+) -> TuneResult:
+    """Tunes one problem of ``op`` and returns the best correct configurations.
+
+    ``overrides`` are :class:`TuneSettings` fields (``trials=48``) or problem parameters
+    (``m=4096``). ``strategy`` is a name or a :class:`Strategy` object; ``builder`` and ``runner``
+    may be given as objects, else they are made from ``settings``.
+    """
+    if isinstance(strategy, str):
+        overrides["strategy"] = strategy
+        strategy = None
+    operator = registry.load(op) if isinstance(op, str) else op
+    op_ref = op if isinstance(op, str) else operator.name
+    setting_keys = set(TuneSettings.keys())
+    settings = replace(settings or TuneSettings(), **{k: v for k, v in overrides.items() if k in setting_keys})
+    raw = {k: v for k, v in overrides.items() if k not in setting_keys}
+    if problem is None:
+        problem = operator.problem(**raw)
+    elif not isinstance(problem, Problem):
+        problem = operator.problem(**{**problem, **raw})
+
+    start = time.perf_counter()
+    runner = runner or LocalRunner(
+        device=settings.device,
+        timeout=settings.run_timeout,
+        settings=MeasureSettings(baseline=settings.baseline, seed=settings.seed),
+    )
+    try:
+        target = runner.start()
+        if settings.arch and settings.arch != target.arch:
+            target = replace(target, arch=settings.arch)
+        search = strategy or create(settings.strategy, settings.seed)
+        space = operator.space(problem, target)
+        db = TuningDatabase(
+            settings.storage,
+            settings.study or study_name(problem, target, versions.tag()),
+            sampler=search.sampler(),
+            info={
+                "op": problem.op,
+                "problem": problem.key,
+                "params": problem.to_dict(),
+                "target": target.to_dict(),
+                "versions": {**versions.collect(), **runner.versions},
+                "replayed": runner.replayed,
+            },
+        )
+        db.fail_stale()
+        builder = builder or (
+            NullBuilder() if runner.replayed else LocalBuilder(settings.build_workers or None, settings.build_timeout)
+        )
+        with builder:
+            loop = _Loop(op_ref, problem, space, target, db, search, builder, runner, settings)
+            loop.run()
+    finally:
+        runner.close()
+    return TuneResult(
+        study=db.name,
+        storage=settings.storage,
+        target=target,
+        problem=problem,
+        best=db.best(10),
+        measured_now=loop.measured,
+        statuses=loop.statuses,
+        wall_s=time.perf_counter() - start,
+        compile_s=loop.compile_s,
+        replayed=runner.replayed,
+    )
+
+
+class _Loop:
+    def __init__(self, op_ref, problem, space, target, db, search, builder, runner, settings) -> None:
+        self.op_ref, self.problem, self.space, self.target = op_ref, problem, space, target
+        self.db, self.search, self.builder, self.runner = db, search, builder, runner
+        self.context = SearchContext(registry.load(op_ref), problem, space, target, db, settings.seed)
+        self.fallback = RandomStrategy(settings.seed)
+        self.budget = max(0, settings.trials - db.evaluated())
+        self.depth = builder.workers + 1
+        self.pending: dict[Future[BuildResult], Any] = {}
+        self.launched = 0
+        self.measured = 0
+        self.compile_s = 0.0
+        self.statuses: dict[str, int] = {}
+        self.idle = 0
+        self.progress = Progress(self.budget, f"{problem.op} {problem.key}", settings.progress, runner.replayed)
+
+    def run(self) -> None:
+        with self.progress:
+            try:
+                while True:
+                    exhausted = self._fill()
+                    if not self.pending:
+                        if exhausted and self.launched < self.budget:
+                            self.progress.note("no configurations left to try")
+                        return
+                    wait(list(self.pending), return_when=FIRST_COMPLETED)
+                    for future in [f for f in self.pending if f.done()]:  # in launch order
+                        self._finish(future)
+            except BaseException:
+                self.db.interrupt(trial.number for trial in self.pending.values())
+                raise
+
+    def _fill(self) -> bool:
+        """Launches proposals until the pipeline is full; True when the strategy ran dry."""
+        while self.launched < self.budget and len(self.pending) < self.depth:
+            want = min(self.depth - len(self.pending), self.budget - self.launched)
+            source = self.fallback if self.idle >= MAX_IDLE_PROPOSALS else self.search
+            proposals = source.propose(self.context, want)
+            if not proposals:
+                return True
+            for proposal in proposals:
+                self._launch(proposal)
+        return False
+
+    def _launch(self, proposal: Any) -> None:
+        trial = proposal.trial or self.db.ask(self.space.distributions(), self.space.to_params(proposal.config))
+        config = self.space.from_params(trial.params)
+        candidate = Candidate(self.problem.op, self.problem.to_dict(), config, self.target, self.op_ref)
+        reason = self.space.why_invalid(config)
+        if reason:
+            self.db.record_invalid(trial, candidate, reason)
+            self._count(Status.INVALID.value)
+            self.idle += 1
+            return
+        prior = self.db.finished().get(candidate.key)
+        running = self.db.in_flight().get(candidate.key)
+        if prior is not None:
+            self.db.record_duplicate(trial, candidate, prior)
+        elif running is not None and running != trial.number:
+            self.db.record_invalid(trial, candidate, f"same configuration as trial {running}, in flight", running)
+        if prior is not None or (running is not None and running != trial.number):
+            self.idle += 1
+            return
+        self.idle = 0
+        self.db.claim(trial, candidate)
+        self.pending[self.builder.submit(candidate)] = trial
+        self.launched += 1
+
+    def _finish(self, future: Future[BuildResult]) -> None:
+        trial = self.pending.pop(future)
+        build = future.result()
+        self.compile_s += build.compile_s
+        run = self.runner.run(build.candidate) if build.ok else None
+        self.db.record(trial, build, run)
+        self.measured += 1
+        status = run.status.value if run is not None else (
+            Status.COMPILE_TIMEOUT.value if build.timed_out else Status.COMPILE_ERROR.value
+        )
+        self._count(status)
+        self.progress.update(status, run)
+
+    def _count(self, status: str) -> None:
+        self.statuses[status] = self.statuses.get(status, 0) + 1

@@ -1,0 +1,47 @@
+"""Versions of the software that changes what a kernel does or how fast it runs."""
+
+from __future__ import annotations
+
+import functools
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "none"
+
+
+@functools.cache
+def _nvcc() -> str:
+    import re
+    import shutil
+    import subprocess
+
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        return "none"
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    match = re.search(r"release ([\d.]+)", out)
+    return match.group(1) if match else "unknown"
+
+
+def collect(torch_cuda: bool = False) -> dict[str, Any]:
+    """Package versions; ``torch_cuda`` adds the CUDA runtime torch was built with."""
+    found = {name: _version(name) for name in ("tilesearch", "tilelang", "torch", "optuna", "xgboost")}
+    found["nvcc"] = _nvcc()
+    if torch_cuda:
+        import torch
+
+        found["torch_cuda"] = torch.version.cuda or "none"
+    return found
+
+
+def tag() -> str:
+    """Short tag of the versions that decide which kernel a configuration compiles to."""
+    return f"tilelang-{_version('tilelang')}"

@@ -1,0 +1,131 @@
+"""Isolated worker processes: a call that crashes, hangs or leaks takes down only its worker.
+
+Both the builder (many workers, compiling) and the runner (one worker per GPU, measuring) use
+:class:`IsolatedWorker`. A call names a top-level function by import path, so nothing but plain
+data crosses the pipe.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+_CTX = mp.get_context("spawn")
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """Outcome of one call: ``ok`` with ``value``, or an ``error`` text; ``timed_out`` or
+    ``died`` when the worker had to be killed or exited by itself."""
+
+    ok: bool
+    value: Any = None
+    error: str | None = None
+    timed_out: bool = False
+    died: bool = False
+
+
+def _resolve(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _serve(conn: Any, env: dict[str, str]) -> None:
+    os.environ.update(env)
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        path, args, kwargs = message
+        try:
+            value = _resolve(path)(*args, **kwargs)
+            reply = ("ok", value)
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back as data
+            reply = ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}")
+        try:
+            conn.send(reply)
+        except Exception as exc:  # the value did not pickle
+            conn.send(("error", f"result of {path} could not be sent back: {exc}"))
+
+
+class IsolatedWorker:
+    """A child process, started with ``spawn``, that runs one call at a time.
+
+    Args:
+        env: environment variables set in the child before any call (e.g. ``CUDA_VISIBLE_DEVICES``).
+        name: shown in error texts.
+    """
+
+    def __init__(self, env: dict[str, str] | None = None, name: str = "worker") -> None:
+        self.env = dict(env or {})
+        self.name = name
+        self._proc: Any = None
+        self._conn: Any = None
+        self.restarts = 0
+
+    def start(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            return
+        parent, child = _CTX.Pipe()
+        self._proc = _CTX.Process(target=_serve, args=(child, self.env), daemon=True, name=self.name)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def call(self, path: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> CallResult:
+        """Runs ``path(*args, **kwargs)`` in the child; kills and restarts it after ``timeout`` s."""
+        self.start()
+        try:
+            self._conn.send((path, args, kwargs))
+            if not self._conn.poll(timeout):
+                self.restart()
+                return CallResult(False, error=f"{self.name}: no answer after {timeout:g} s; killed", timed_out=True)
+            kind, value = self._conn.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            code = self._proc.exitcode if self._proc is not None else None
+            self._proc.join(timeout=1)
+            code = self._proc.exitcode if code is None else code
+            self.restart()
+            return CallResult(False, error=f"{self.name} died (exit code {code})", died=True)
+        if kind == "ok":
+            return CallResult(True, value=value)
+        return CallResult(False, error=value)
+
+    def restart(self) -> None:
+        self.stop(kill=True)
+        self.restarts += 1
+        self.start()
+
+    def stop(self, kill: bool = False) -> None:
+        if self._proc is None:
+            return
+        try:
+            if not kill and self._proc.is_alive():
+                self._conn.send(None)
+                self._proc.join(timeout=5)
+        except (BrokenPipeError, OSError):
+            pass
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(timeout=5)
+        self._conn.close()
+        self._proc = None
+        self._conn = None
+
+    def __enter__(self) -> IsolatedWorker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -18,6 +18,7 @@ from tilesearch.op import Operator, Problem
 from tilesearch.progress import Progress
 from tilesearch.records import BuildResult, Candidate, Status
 from tilesearch.runner import LocalRunner, MeasureSettings, Runner
+from tilesearch.space import Space
 from tilesearch.strategy import RandomStrategy, SearchContext, Strategy, create
 from tilesearch.target import Target
 
@@ -85,13 +86,15 @@ def tune(
     strategy: str | Strategy | None = None,
     builder: Builder | None = None,
     runner: Runner | None = None,
+    space: Space | None = None,
     **overrides: Any,
 ) -> TuneResult:
     """Tunes one problem of ``op`` and returns the best correct configurations.
 
     ``overrides`` are :class:`TuneSettings` fields (``trials=48``) or problem parameters
     (``m=4096``). ``strategy`` is a name or a :class:`Strategy` object; ``builder`` and ``runner``
-    may be given as objects, else they are made from ``settings``.
+    may be given as objects, else they are made from ``settings``; ``space`` replaces the op's
+    own knob space (a sub-space for a sweep, say).
     """
     if isinstance(strategy, str):
         overrides["strategy"] = strategy
@@ -117,7 +120,7 @@ def tune(
         if settings.arch and settings.arch != target.arch:
             target = replace(target, arch=settings.arch)
         search = strategy or create(settings.strategy, settings.seed)
-        space = operator.space(problem, target)
+        space = space or operator.space(problem, target)
         db = TuningDatabase(
             settings.storage,
             settings.study or study_name(problem, target, versions.tag()),

@@ -90,7 +90,7 @@ def _load_problem(pairs: dict[str, str], settings_keys: tuple[str, ...] = ()) ->
 
 def cmd_tune(args: list[str]) -> int:
     from tilesearch import report, strategy
-    from tilesearch.database import StorageError
+    from tilesearch.database import StorageError, open_storage
     from tilesearch.runner import NoDeviceError
     from tilesearch.tuner import TuneSettings, tune
 
@@ -101,6 +101,7 @@ def cmd_tune(args: list[str]) -> int:
     if settings.get("trials", 1) < 1:
         raise UsageError("trials must be at least 1")
     try:
+        open_storage(settings.get("storage"))  # a bad URL fails here, before the GPU starts
         result = tune(op, problem, settings=TuneSettings(**settings))
     except NoDeviceError as exc:
         raise UsageError(f"{exc}: tune measures on a CUDA GPU; run it on a machine with one") from None

@@ -109,6 +109,8 @@ def cmd_tune(args: list[str]) -> int:
         raise UsageError(str(exc)) from None
     replay = " [replayed]" if result.replayed else ""
     print(f"study: {result.study}{replay}")
+    if result.measured_now == 0 and not result.statuses:
+        print(f"nothing to measure: the study already holds trials={settings.get('trials', 64)} configurations")
     print(f"gpu: {result.target.gpu} ({result.target.arch})")
     print(
         f"measured now: {result.measured_now} in {result.wall_s:.1f} s wall "

@@ -123,7 +123,7 @@ def tune(
         space = space or operator.space(problem, target)
         db = TuningDatabase(
             settings.storage,
-            settings.study or study_name(problem, target, versions.tag()),
+            settings.study or ("replay:" if runner.replayed else "") + study_name(problem, target, versions.tag()),
             sampler=search.sampler(),
             info={
                 "op": problem.op,

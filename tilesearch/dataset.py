@@ -117,7 +117,14 @@ class Dataset:
 
     def restrict(self, space: Space) -> Space:
         """``space`` with each knob narrowed to the values this dataset swept (constraints kept)."""
-        return narrow(space, self.knobs)
+        knobs = self.knobs
+        if set(knobs) != set(space.names):
+            raise DatasetError(f"{self.name} sweeps knobs {sorted(knobs)}; the space has {sorted(space.names)}")
+        common = {name: [v for v in space[name].values() if v in values] for name, values in knobs.items()}
+        empty = [name for name, values in common.items() if not values]
+        if empty:
+            raise DatasetError(f"{self.name} has no value of {empty} that the space allows")
+        return narrow(space, common)
 
 
 def narrow(space: Space, knobs: Mapping[str, Sequence[Any]]) -> Space:

@@ -14,8 +14,9 @@ from typing import Any
 USAGE = """usage: tilesearch COMMAND [key=value ...]
 
 commands:
-  tune op=NAME PARAMS... [strategy=tpe trials=64 seed=0 storage=URL ...]
+  tune op=NAME PARAMS... [strategy=tpe trials=64 seed=0 storage=URL runner=local ...]
                        search the op's knobs on the GPU and keep every trial
+                       (runner=replay:FILE serves a recorded dataset instead of a GPU)
   show op=NAME PARAMS... [top=10 storage=URL]
                        print the best configurations found for a problem
   ops                  list operators with their parameters and knobs
@@ -91,7 +92,8 @@ def _load_problem(pairs: dict[str, str], settings_keys: tuple[str, ...] = ()) ->
 def cmd_tune(args: list[str]) -> int:
     from tilesearch import report, strategy
     from tilesearch.database import StorageError, open_storage
-    from tilesearch.runner import NoDeviceError
+    from tilesearch.dataset import DatasetError
+    from tilesearch.runner import NoDeviceError, UnknownRunnerError
     from tilesearch.tuner import TuneSettings, tune
 
     settings, rest = split_settings(parse_pairs(args), TuneSettings.keys())
@@ -105,7 +107,7 @@ def cmd_tune(args: list[str]) -> int:
         result = tune(op, problem, settings=TuneSettings(**settings))
     except NoDeviceError as exc:
         raise UsageError(f"{exc}: tune measures on a CUDA GPU; run it on a machine with one") from None
-    except StorageError as exc:
+    except (StorageError, DatasetError, UnknownRunnerError) as exc:
         raise UsageError(str(exc)) from None
     replay = " [replayed]" if result.replayed else ""
     print(f"study: {result.study}{replay}")

@@ -17,7 +17,8 @@ from tilesearch.database import TrialRecord, TuningDatabase, study_name
 from tilesearch.op import Operator, Problem
 from tilesearch.progress import Progress
 from tilesearch.records import BuildResult, Candidate, Status
-from tilesearch.runner import LocalRunner, MeasureSettings, Runner
+from tilesearch.runner import MeasureSettings, Runner
+from tilesearch.runner import create as create_runner
 from tilesearch.space import Space
 from tilesearch.strategy import RandomStrategy, SearchContext, Strategy, create
 from tilesearch.target import Target
@@ -31,6 +32,7 @@ class TuneSettings:
 
     Attributes:
         strategy: ``grid``, ``random``, ``tpe`` or any registered strategy name.
+        runner: ``local`` (measure on this machine's GPU) or ``replay:PATH`` (serve a dataset).
         trials: configurations to compile and measure in the study, counting earlier runs.
         seed: seeds the strategy and the inputs.
         storage: Optuna storage URL (default ``sqlite:///tilesearch.db`` or ``$TILESEARCH_STORAGE``).
@@ -45,6 +47,7 @@ class TuneSettings:
     """
 
     strategy: str = "tpe"
+    runner: str = "local"
     trials: int = 64
     seed: int = 0
     storage: str | None = None
@@ -110,20 +113,21 @@ def tune(
         problem = operator.problem(**{**problem, **raw})
 
     start = time.perf_counter()
-    runner = runner or LocalRunner(
+    runner = runner or create_runner(
+        settings.runner,
         device=settings.device,
         timeout=settings.run_timeout,
-        settings=MeasureSettings(baseline=settings.baseline, seed=settings.seed),
+        measure=MeasureSettings(baseline=settings.baseline, seed=settings.seed),
     )
     try:
         target = runner.start()
         if settings.arch and settings.arch != target.arch:
             target = replace(target, arch=settings.arch)
         search = strategy or create(settings.strategy, settings.seed)
-        space = space or operator.space(problem, target)
+        space = runner.prepare(problem, space or operator.space(problem, target))
         db = TuningDatabase(
             settings.storage,
-            settings.study or study_name(problem, target, versions.tag()),
+            settings.study or ("replay:" if runner.replayed else "") + study_name(problem, target, versions.tag()),
             sampler=search.sampler(),
             info={
                 "op": problem.op,

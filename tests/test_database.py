@@ -29,7 +29,7 @@ def test_every_trial_is_stored_with_its_figures(tmp_path):
     assert "tilelang" in db.study.user_attrs["versions"]
     best = db.best(3)
     assert [r.latency_ms for r in best] == sorted(r.latency_ms for r in records)[:3]
-    assert result.study.startswith("toy[size=8]@synthetic/sm_90a/tilelang-")
+    assert result.study.startswith("replay:toy[size=8]@synthetic/sm_90a/tilelang-")  # synthetic counts as replayed
 
 
 def test_wrong_results_are_never_best(tmp_path):

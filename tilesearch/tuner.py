@@ -35,6 +35,7 @@ class TuneSettings:
         runner: ``local`` (measure on this machine's GPU) or ``replay:PATH`` (serve a dataset).
         trials: configurations to compile and measure in the study, counting earlier runs.
         seed: seeds the strategy and the inputs.
+        transfer: datasets (comma-separated paths) of other problems that ``xgb`` warm-starts from.
         storage: Optuna storage URL (default ``sqlite:///tilesearch.db`` or ``$TILESEARCH_STORAGE``).
         study: study name; by default made from op, problem, GPU, arch and TileLang version.
         arch: compile target; by default the measuring GPU's (``sm_90a`` on H100/H200).
@@ -50,6 +51,7 @@ class TuneSettings:
     runner: str = "local"
     trials: int = 64
     seed: int = 0
+    transfer: str = ""
     storage: str | None = None
     study: str | None = None
     arch: str | None = None
@@ -123,7 +125,9 @@ def tune(
         target = runner.start()
         if settings.arch and settings.arch != target.arch:
             target = replace(target, arch=settings.arch)
-        search = strategy or create(settings.strategy, settings.seed)
+        search = strategy or create(
+            settings.strategy, settings.seed, **({"transfer": settings.transfer} if settings.transfer else {})
+        )
         space = runner.prepare(problem, space or operator.space(problem, target))
         db = TuningDatabase(
             settings.storage,

@@ -119,6 +119,11 @@ def cmd_tune(args: list[str]) -> int:
         f"measured now: {result.measured_now} in {result.wall_s:.1f} s wall "
         f"({result.compile_s:.1f} s of compilation across workers); statuses: {report.status_line(result.statuses)}"
     )
+    if result.replayed:
+        print("pipeline: replayed, nothing compiled or measured")
+    elif result.measured_now:
+        print(f"pipeline: {result.compile_per_min:.1f} configurations compiled per minute; "
+              f"GPU idle {100 * result.gpu_idle:.0f}% of the wall time")
     if result.best:
         print(report.best_table(result.best))
     else:

@@ -117,7 +117,7 @@ def record(params: dict, args: argparse.Namespace, deadline: float) -> dict:
         "best_tflops": best.tflops if best else None,
         "torch_tflops": (best.tflops * best.speedup) if best and best.speedup else None,
         "within_3pct": sum(1 for r in ok if r.latency_ms <= best.latency_ms / 0.97) if best else 0,
-        "wall_s": wall, "file": str(path),
+        "wall_s": wall, "per_min": result.compile_per_min, "gpu_idle": result.gpu_idle, "file": str(path),
         "best": " ".join(f"{k}={v}" for k, v in best.config.items()) if best else "-",
     }
 
@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         db_file = Path(args.storage.removeprefix("sqlite:///"))
         if db_file.exists() and db_file.resolve().parent != Path(args.out).resolve():
             shutil.copy(db_file, Path(args.out) / db_file.name)
-    header = ["shape", "valid", "recorded", "ok", "failed", "best_tflops", "torch_tflops", "within_3pct", "wall_s"]
+    header = ["shape", "valid", "recorded", "ok", "failed", "best_tflops", "torch_tflops", "within_3pct", "wall_s",
+              "per_min", "gpu_idle"]
     print()
     print(table([[s[h] for h in header] for s in summary], header))
     for s in summary:

@@ -55,6 +55,7 @@ def test_cli_replay(data, tmp_path, capsys):
     assert cli.main(args) == 0
     out = capsys.readouterr().out
     assert "[replayed]" in out and "gpu: synthetic (sm_90a)" in out and "measured now: 5" in out
+    assert "pipeline: replayed" in out
     assert cli.main([*args[:2], "m=4096", *args[3:]]) == 2
     assert "holds gemm m=1024" in capsys.readouterr().err
     assert cli.main([*args[:5], "runner=replay:/nonexistent.jsonl.gz", *args[6:]]) == 2

@@ -14,7 +14,7 @@ from typing import Any
 USAGE = """usage: tilesearch COMMAND [key=value ...]
 
 commands:
-  tune op=NAME PARAMS... [strategy=tpe trials=64 seed=0 storage=URL runner=local ...]
+  tune op=NAME PARAMS... [strategy=tpe trials=64 seed=0 storage=URL runner=local transfer=FILES ...]
                        search the op's knobs on the GPU and keep every trial
                        (runner=replay:FILE serves a recorded dataset instead of a GPU)
   show op=NAME PARAMS... [top=10 storage=URL]
@@ -94,6 +94,7 @@ def cmd_tune(args: list[str]) -> int:
     from tilesearch.database import StorageError, open_storage
     from tilesearch.dataset import DatasetError
     from tilesearch.runner import NoDeviceError, UnknownRunnerError
+    from tilesearch.strategy import UnknownStrategyError
     from tilesearch.tuner import TuneSettings, tune
 
     settings, rest = split_settings(parse_pairs(args), TuneSettings.keys())
@@ -107,7 +108,7 @@ def cmd_tune(args: list[str]) -> int:
         result = tune(op, problem, settings=TuneSettings(**settings))
     except NoDeviceError as exc:
         raise UsageError(f"{exc}: tune measures on a CUDA GPU; run it on a machine with one") from None
-    except (StorageError, DatasetError, UnknownRunnerError) as exc:
+    except (StorageError, DatasetError, UnknownRunnerError, UnknownStrategyError) as exc:
         raise UsageError(str(exc)) from None
     replay = " [replayed]" if result.replayed else ""
     print(f"study: {result.study}{replay}")
@@ -118,6 +119,11 @@ def cmd_tune(args: list[str]) -> int:
         f"measured now: {result.measured_now} in {result.wall_s:.1f} s wall "
         f"({result.compile_s:.1f} s of compilation across workers); statuses: {report.status_line(result.statuses)}"
     )
+    if result.replayed:
+        print("pipeline: replayed, nothing compiled or measured")
+    elif result.measured_now:
+        print(f"pipeline: {result.compile_per_min:.1f} configurations compiled per minute; "
+              f"GPU idle {100 * result.gpu_idle:.0f}% of the wall time")
     if result.best:
         print(report.best_table(result.best))
     else:

@@ -102,7 +102,7 @@ class Kernel:
             raise BadTensorError(f"{role} {name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dtype != dtype:
             raise BadTensorError(f"{role} {name} has dtype {t.dtype}; kernel {self.id} takes {dtype}")
-        if tuple(t.shape) != shape:
+        if t.shape != shape:
             raise BadTensorError(
                 f"{role} {name} has shape {tuple(t.shape)}; kernel {self.id} was tuned for {shape} "
                 f"({self.metadata.op} {self.metadata.problem_key}): export a kernel for this problem"

@@ -28,6 +28,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -48,7 +49,8 @@ def problem_args(args: argparse.Namespace) -> dict[str, Any]:
 def parent(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("TILELANG_CACHE_DIR", str(out / "tilelang-cache"))
+    # TileLang's cache outside $OUT (it is not a result); the fresh process shares it
+    os.environ.setdefault("TILELANG_CACHE_DIR", tempfile.mkdtemp(prefix="export_check-tilelang-cache-"))
     report: dict[str, Any] = {"problem": problem_args(args)}
 
     import tilesearch
@@ -286,10 +288,14 @@ def _run_child(args: argparse.Namespace, out: Path, report: dict[str, Any]) -> N
             return same(torch.compile(Block(), fullgraph=True)(a)), "inductor, one graph; GEMM output bitwise equal"
 
         def reduce_overhead() -> tuple[bool, str]:
+            from torch._dynamo.utils import counters
+
+            skips_before = counters["inductor"]["cudagraph_skips"]
             model = torch.compile(Block(), fullgraph=True, mode="reduce-overhead")
             for _ in range(3):
                 got = tuple(t.clone() for t in model(a))
-            return same(got), "cudagraph trees replay; GEMM output bitwise equal"
+            skips = counters["inductor"]["cudagraph_skips"] - skips_before
+            return same(got) and skips == 0, f"cudagraph trees replay ({skips} cudagraph skips); GEMM output bitwise equal"
 
         check("torch.compile(fullgraph=True)", compiled)
         check("torch.compile reduce-overhead", reduce_overhead)

@@ -77,6 +77,22 @@ def test_studies_of_other_gpus(tmp_path):
     assert best_trial(op, problem, storage=storage, arch="sm_80").target.gpu == "synthetic-a100"
 
 
+def test_measured_study_wins_over_a_faster_replayed_one(tmp_path):
+    from tilesearch.builder import NullBuilder
+
+    class Measuring(SyntheticRunner):
+        replayed = False  # stands for a GPU runner; NullBuilder keeps nvcc out of it
+
+    storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    knobs = [Categorical(k, (v,)) for k, v in SMALL.items()]
+    tune("gemm", PROBLEM, runner=Measuring(lambda c: 5.0), builder=NullBuilder(), storage=storage,
+         space=Space(knobs), strategy="grid", trials=1, progress=False)
+    fill(storage)  # replayed, 1.0 ms
+    op, problem = gemm_problem()
+    choice = best_trial(op, problem, storage=storage)
+    assert choice.record.latency_ms == 5.0 and not choice.attrs["replayed"]
+
+
 def test_named_study_must_exist_and_match(tmp_path):
     storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
     other = fill(storage, k=256)
@@ -144,7 +160,7 @@ def test_export_writes_library_source_and_metadata(exported):
     assert meta.op == "gemm" and meta.params == {**PROBLEM, "dtype": "float16", "layout": "nn"}
     assert meta.dtype == "float16" and meta.layout == "nn" and meta.arch == "sm_90a"
     assert meta.config == SMALL and meta.study == result.study and meta.trial == result.best[0].number
-    assert meta.latency_ms == 1.0 and meta.synthetic  # a synthetic study says so in the artifact
+    assert meta.latency_ms == 1.0 and meta.synthetic and meta.replayed  # made-up figures say so
     assert [(s.name, s.shape) for s in meta.inputs] == [("A", (256, 128)), ("B", (128, 256))]
     assert [(s.name, s.shape, s.dtype) for s in meta.outputs] == [("C", (256, 256), "float16")]
     for name in ("tilelang", "tvm", "tvm_ffi", "torch", "nvcc"):

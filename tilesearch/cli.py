@@ -170,7 +170,7 @@ def cmd_export(args: list[str]) -> int:
     except (NoTrialError, StorageError, ArtifactError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     speed = f", {meta.speedup:.2f}x the PyTorch baseline" if meta.speedup else ""
-    note = " [synthetic figures, not measured]" if meta.synthetic else ""
+    note = " [synthetic figures, not measured]" if meta.synthetic else " [replayed]" if meta.replayed else ""
     print(f"exported {meta.op} {meta.problem_key} for {meta.arch} to {options['out']}")
     print(f"trial {meta.trial} of study {meta.study}: {meta.latency_ms:.4g} ms{speed}{note}")
     print(f"config: {', '.join(f'{k}={v}' for k, v in meta.config.items())}")

@@ -79,7 +79,8 @@ class Metadata:
         study: the Optuna study the trial comes from.
         trial: the trial's number in that study.
         trial_key: the trial's content key (op, problem, config, arch).
-        synthetic: the study's figures were replayed or made up (a test), not measured.
+        replayed: the study's figures were served from a recorded dataset, not measured by it.
+        synthetic: the figures are made up (a test), not measurements at all.
         exported_at: local time of the export.
         files: file name -> SHA-256 of every file in the artifact but this one.
         content_hash: SHA-256 over all fields above (see :func:`content_hash`).
@@ -105,6 +106,7 @@ class Metadata:
     study: str | None = None
     trial: int | None = None
     trial_key: str | None = None
+    replayed: bool = False
     synthetic: bool = False
     exported_at: str | None = None
     files: dict[str, str] = field(default_factory=dict)

@@ -61,8 +61,8 @@ def best_trial(
     """The fastest correct trial for ``problem``.
 
     Looks in ``study`` if given, else in every study of the problem; ``arch`` keeps studies of
-    GPUs with that compute capability. Studies on the GPU named ``gpu`` win over others of the
-    same architecture. Raises :class:`NoTrialError` when nothing qualifies, or when studies of
+    GPUs with that compute capability. Measured studies win over replayed ones, then studies on
+    the GPU named ``gpu`` over others of the same architecture, then the lower latency. Raises :class:`NoTrialError` when nothing qualifies, or when studies of
     several architectures qualify and ``arch`` does not say which.
     """
     import optuna
@@ -106,7 +106,7 @@ def best_trial(
         raise NoTrialError(
             f"{op.name} {problem.key} was tuned for several GPU architectures ({', '.join(archs)}); pass arch=..."
         )
-    return min(found, key=lambda c: (c.attrs["target"].get("gpu") != gpu, c.record.latency_ms))
+    return min(found, key=lambda c: (bool(c.attrs.get("replayed")), c.attrs["target"].get("gpu") != gpu, c.record.latency_ms))
 
 
 def export(
@@ -215,7 +215,6 @@ def _metadata(operator: Operator, problem: Problem, choice: Choice, kernel: Any)
     record = choice.record
     found = versions.collect()
     found.update(tvm=tvm.__version__, tvm_ffi=tvm_ffi.__version__, torch_cuda=torch.version.cuda or "none")
-    synthetic = bool(record.attrs.get("synthetic") or record.replayed or choice.attrs.get("replayed"))
     return Metadata(
         op=operator.name,
         params=problem.to_dict(),
@@ -236,6 +235,7 @@ def _metadata(operator: Operator, problem: Problem, choice: Choice, kernel: Any)
         study=choice.study,
         trial=record.number,
         trial_key=record.key,
-        synthetic=synthetic,
+        replayed=bool(record.replayed or choice.attrs.get("replayed")),
+        synthetic=bool(record.attrs.get("synthetic")),
         exported_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )

@@ -1,4 +1,4 @@
-"""The ``tilesearch`` command: ``tune``, ``show`` and ``ops``, configured with ``key=value``.
+"""The ``tilesearch`` command: ``tune``, ``show``, ``export`` and ``ops``, configured with ``key=value``.
 
 Bad input exits with code 2 and one line saying what is wrong and what would be right.
 """
@@ -19,6 +19,9 @@ commands:
                        (runner=replay:FILE serves a recorded dataset instead of a GPU)
   show op=NAME PARAMS... [top=10 storage=URL]
                        print the best configurations found for a problem
+  export op=NAME PARAMS... out=DIR [storage=URL study=NAME arch=sm_90a]
+                       compile the best correct configuration into a kernel artifact
+                       that tilesearch.load(DIR) opens without compiling
   ops                  list operators with their parameters and knobs
 
 example: tilesearch tune op=gemm m=4096 n=4096 k=4096 dtype=float16 strategy=tpe trials=64"""
@@ -158,6 +161,29 @@ def cmd_show(args: list[str]) -> int:
     return 0
 
 
+def cmd_export(args: list[str]) -> int:
+    from tilesearch.database import StorageError
+    from tilesearch.deploy import ArtifactError, NoTrialError, export
+
+    keys = ("out", "storage", "study", "arch")
+    pairs = parse_pairs(args)
+    options = {key: pairs.pop(key) for key in keys if key in pairs}
+    op, problem = _load_problem(pairs, settings_keys=keys)
+    if not options.get("out"):
+        raise UsageError("out=DIR is required: the directory to write the kernel artifact to")
+    try:
+        meta = export(op, problem, **options)
+    except (NoTrialError, StorageError, ArtifactError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    speed = f", {meta.speedup:.2f}x the PyTorch baseline" if meta.speedup else ""
+    note = " [synthetic figures, not measured]" if meta.synthetic else " [replayed]" if meta.replayed else ""
+    print(f"exported {meta.op} {meta.problem_key} for {meta.arch} to {options['out']}")
+    print(f"trial {meta.trial} of study {meta.study}: {meta.latency_ms:.4g} ms{speed}{note}")
+    print(f"config: {', '.join(f'{k}={v}' for k, v in meta.config.items())}")
+    print(f"kernel id: {meta.kernel_id}; load it with tilesearch.load({options['out']!r})")
+    return 0
+
+
 def cmd_ops(args: list[str]) -> int:
     from tilesearch import registry
     from tilesearch.target import Target
@@ -177,7 +203,7 @@ def cmd_ops(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"tune": cmd_tune, "show": cmd_show, "ops": cmd_ops}
+COMMANDS = {"tune": cmd_tune, "show": cmd_show, "export": cmd_export, "ops": cmd_ops}
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -163,7 +163,7 @@ class Operator(abc.ABC):
 
         import tilelang
 
-        logging.getLogger("TileLang").setLevel(logging.WARNING)
+        logging.getLogger("tilelang").setLevel(logging.WARNING)  # TileLang logs as "tilelang"
 
         return tilelang.compile(
             self.program(problem, config),

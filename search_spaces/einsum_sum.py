@@ -1,0 +1,516 @@
+"""Einsum-sum: ``S = torch.einsum('thd,kd->thk', Q, K).sum(dim=1)``, i.e.
+``S[t, k] = sum_h sum_d Q[t, h, d] K[k, d]``.
+
+Q is ``[t, h, d]``, K is ``[k, d]``, both float16 or bfloat16; S is ``[t, k]`` in float32 (default)
+or in the input dtype. Any t, k, h, d >= 1: edges that are not multiples of a tile are predicated
+by TileLang's copies (out-of-range loads read zeros, out-of-range stores are skipped).
+
+Three algorithms behind the ``algorithm`` knob, searched in one space:
+
+- ``direct``: a block owns a ``block_t x block_k`` tile of S and accumulates the h products
+  ``Q[rows, h, :] @ K[cols, :]^T`` on tensor cores in float32, ``block_d`` columns of d at a time.
+  h times the arithmetic of the others; float32 accumulation throughout.
+- ``reduce_first``: ``S = (sum_h Q) @ K^T`` in two kernels. The first sums Q over h in float32 and
+  splits each sum x into ``hi = 16bit(x)`` and ``lo = 16bit(x - hi)`` (written to a workspace); the
+  second is a GEMM that accumulates ``hi @ K^T + lo @ K^T`` in float32. hi + lo carries 16
+  significant bits (bfloat16) or 22 (float16) of the float32 sum, so the result keeps float32-class
+  accuracy while the products stay on 16-bit tensor cores.
+- ``fused``: the same arithmetic in one kernel. A block sums its ``block_t`` query rows over h
+  into shared-memory hi/lo tiles once, then walks its share of the K tiles (all of them when
+  ``k_split`` is 1), writing one ``block_t x block_k`` tile of S per step; the write of S, which
+  dominates the cost, streams while the next K tile loads.
+
+Knobs that an algorithm does not use are pinned to their first value by constraints ("irrelevant
+for algorithm ..."), so the space enumerates each distinct kernel once.
+"""
+
+# no "from __future__ import annotations": TileLang reads the kernel signature's annotations as objects
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tilesearch.op import Operator, Param, Problem, ProblemError, Tolerance
+from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
+from tilesearch.target import Target
+
+DTYPES = ("bfloat16", "float16")
+OUT_DTYPES = ("float32", "bfloat16", "float16")
+ALGORITHMS = ("direct", "reduce_first", "fused")
+# how a tile of S leaves the registers: straight to global memory, or staged in shared memory and
+# written by one bulk copy (TMA on sm_90 where S's rows are 16-byte aligned)
+EPILOGUES = ("fragment", "shared")
+MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers; more spills on sm_90
+D_ALIGN = 32  # d is padded (with zeros) to a multiple of this inside the kernels
+MAX_FUSED_D = 256  # the fused kernel keeps a whole padded row of d per TMA box (at most 256 elements)
+REDUCE_ROWS = 32  # query rows per block of the reduce kernel of reduce_first
+REDUCE_THREADS = 128
+REDUCE_STAGES = 3
+
+# knobs each algorithm uses; every other knob is pinned to its first value
+USES = {
+    "direct": {"block_t", "block_k", "block_d", "num_stages", "threads", "epilogue"},
+    "reduce_first": {"block_t", "block_k", "block_d", "num_stages", "threads", "epilogue"},
+    "fused": {"block_t", "block_k", "num_stages", "threads", "k_split", "epilogue"},
+}
+
+# unit roundoff of each dtype
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
+
+
+def padded_d(d: int) -> int:
+    return -(-d // D_ALIGN) * D_ALIGN
+
+
+def knobs() -> list[Any]:
+    return [
+        Categorical("algorithm", ALGORITHMS),
+        PowerOfTwo("block_t", 64, 256),
+        PowerOfTwo("block_k", 64, 256),
+        PowerOfTwo("block_d", 32, 128),
+        IntRange("num_stages", 1, 4),
+        Categorical("threads", (128, 256)),
+        Categorical("k_split", (1, 2, 4, 8)),
+        Categorical("epilogue", EPILOGUES),
+    ]
+
+
+def smem_bytes(config: Mapping[str, Any], d: int, out_dtype: str = "float32") -> int:
+    """Shared memory of one block, as TileLang 0.1.15 plans it: the fused kernel stages S tiles
+    inside its pipelined loop (beside the operands); the others after it (in the operands' space)."""
+    c = config
+    staged = c["block_t"] * c["block_k"] * (4 if out_dtype == "float32" else 2) if c["epilogue"] == "shared" else 0
+    operands = operand_smem_bytes(c, d)
+    return operands + staged if c["algorithm"] == "fused" else max(operands, staged)
+
+
+def operand_smem_bytes(config: Mapping[str, Any], d: int) -> int:
+    """Shared memory of the operand tiles of one block (2-byte elements)."""
+    c = config
+    if c["algorithm"] == "fused":
+        dp = padded_d(d)
+        # the Q staging tiles of the reduction share memory with hi/lo, which live after it
+        return 2 * (2 * c["block_t"] * dp + c["num_stages"] * c["block_k"] * dp)
+    if c["algorithm"] == "direct":
+        q_tiles = c["num_stages"] * c["block_t"] * c["block_d"]
+        k_once = c["block_d"] >= d  # one d step: K's tile is loaded once, not per stage
+        return 2 * (q_tiles + (1 if k_once else c["num_stages"]) * c["block_k"] * c["block_d"])
+    return 2 * c["num_stages"] * c["block_d"] * (2 * c["block_t"] + c["block_k"])
+
+
+def pipelined_steps(problem: Problem, config: Mapping[str, Any]) -> int:
+    """Iterations of the kernel's main pipelined loop."""
+    c = config
+    if c["algorithm"] == "fused":
+        k_tiles = -(-problem["k"] // c["block_k"])
+        return -(-k_tiles // min(c["k_split"], k_tiles))
+    d_steps = -(-problem["d"] // c["block_d"])
+    return problem["h"] * d_steps if c["algorithm"] == "direct" else d_steps
+
+
+def constraints(problem: Problem, target: Target) -> list[Any]:
+    d = problem["d"]
+    dp = padded_d(d)
+    limit = target.smem_per_block
+    first = {k.name: k.values()[0] for k in knobs()}
+
+    def irrelevant(c: Mapping[str, Any]) -> str | None:
+        used = USES[c["algorithm"]]
+        for name, value in first.items():
+            if name != "algorithm" and name not in used and c[name] != value:
+                return f"irrelevant for algorithm {c['algorithm']}: {name} is pinned to {value}"
+        return None
+
+    def d_tile(c: Mapping[str, Any]) -> str | None:
+        if c["algorithm"] != "fused" and c["block_d"] > D_ALIGN and c["block_d"] // 2 >= dp:
+            return f"block_d: {c['block_d']} is twice the padded d={dp} or more"
+        return None
+
+    def oversized(c: Mapping[str, Any]) -> str | None:
+        for knob, extent in (("block_t", problem["t"]), ("block_k", problem["k"])):
+            if c[knob] > 64 and c[knob] // 2 >= extent:
+                return f"{knob}: {c[knob]} is twice {knob[-1]}={extent} or more"
+        return None
+
+    def fused_d(c: Mapping[str, Any]) -> str | None:
+        if c["algorithm"] == "fused" and dp > MAX_FUSED_D:
+            return f"fused keeps all of d per tile: padded d={dp} > {MAX_FUSED_D}"
+        return None
+
+    def k_tiles(c: Mapping[str, Any]) -> str | None:
+        tiles = -(-problem["k"] // c["block_k"])
+        if c["k_split"] > 1 and c["k_split"] > tiles:
+            return f"k_split: {c['k_split']} > {tiles} tiles of k"
+        return None
+
+    def stages(c: Mapping[str, Any]) -> str | None:
+        steps = pipelined_steps(problem, c)
+        if c["num_stages"] > 1 and c["num_stages"] > steps:
+            return f"num_stages: {c['num_stages']} > {steps} pipelined steps"
+        return None
+
+    def shared_memory(c: Mapping[str, Any]) -> str | None:
+        used = smem_bytes(c, d, problem["out_dtype"])
+        return f"shared memory: {used} B > {limit} B per block" if used > limit else None
+
+    def registers(c: Mapping[str, Any]) -> str | None:
+        acc = c["block_t"] * c["block_k"] // c["threads"]
+        if acc > MAX_ACCUMULATORS_PER_THREAD:
+            return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
+        if c["algorithm"] == "fused" and c["block_t"] * dp // c["threads"] > MAX_ACCUMULATORS_PER_THREAD:
+            return f"registers: {c['block_t'] * dp // c['threads']} float32 sums of Q per thread > {MAX_ACCUMULATORS_PER_THREAD}"
+        return None
+
+    return [irrelevant, oversized, d_tile, fused_d, k_tiles, stages, shared_memory, registers]
+
+
+class EinsumSumOp(Operator):
+    """``einsum('thd,kd->thk', Q, K).sum(dim=1)`` by direct fusion or by reducing Q over h first."""
+
+    name = "einsum_sum"
+    description = "S = einsum('thd,kd->thk', Q, K).sum(1); fp16/bf16 in, fp32 accumulate, fp32 (or input dtype) out"
+    params = (
+        Param("t", int, minimum=1, help="queries: rows of Q and S"),
+        Param("k", int, minimum=1, help="keys: rows of K, columns of S"),
+        Param("h", int, minimum=1, help="heads: summed over"),
+        Param("d", int, minimum=1, help="head dimension: contracted"),
+        Param("dtype", str, default="bfloat16", choices=DTYPES),
+        Param("out_dtype", str, default="float32", choices=OUT_DTYPES, help="float32, or the input dtype"),
+    )
+
+    def problem(self, **raw: Any) -> Problem:
+        problem = super().problem(**raw)
+        if problem["out_dtype"] not in ("float32", problem["dtype"]):
+            raise ProblemError(
+                f"out_dtype={problem['out_dtype']} with dtype={problem['dtype']} would round to fewer bits "
+                f"than the PyTorch expression's {problem['dtype']} output; use float32 or {problem['dtype']}"
+            )
+        return problem
+
+    def space(self, problem: Problem, target: Target) -> Space:
+        return Space(knobs(), constraints(problem, target))
+
+    def program(self, problem: Problem, config: Config) -> Any:
+        """The tile program of ``config``; for ``reduce_first``, its GEMM (see :meth:`programs`)."""
+        return self.programs(problem, config)[-1]
+
+    def programs(self, problem: Problem, config: Config) -> list[Any]:
+        """The tile programs that ``config`` runs, in launch order."""
+        p, c = problem, config
+        shape = (p["t"], p["k"], p["h"], p["d"], p["dtype"], p["out_dtype"])
+        tiles = {name: c[name] for name in USES[c["algorithm"]]}
+        if c["algorithm"] == "direct":
+            return [direct_program(*shape, **tiles)]
+        if c["algorithm"] == "fused":
+            return [fused_program(*shape, **tiles)]
+        return [reduce_program(p["t"], p["h"], p["d"], p["dtype"]), hilo_gemm_program(*shape, **tiles)]
+
+    def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
+        # TileLang 0.1.15 warp-specializes the first pipelined loop and multi-buffers the
+        # second loop's tiles twice over (double the shared memory): the fused kernel runs both
+        # loops as plain cp.async pipelines instead.
+        return {"tl.disable_warp_specialized": True} if config["algorithm"] == "fused" else {}
+
+    def build(self, problem: Problem, config: Config, target: Target) -> Any:
+        import tilelang
+
+        kernels = [
+            tilelang.compile(program, target=target.tvm(), pass_configs=self.pass_configs(problem, config) or None)
+            for program in self.programs(problem, config)
+        ]
+        if len(kernels) == 1:
+            return kernels[0]
+        return ReduceThenGemm(*kernels, rows=problem["t"], cols=padded_d(problem["d"]), dtype=problem["dtype"])
+
+    def make_inputs(self, problem: Problem, device: Any, generator: Any) -> tuple[Any, ...]:
+        import torch
+
+        dtype = getattr(torch, problem["dtype"])
+        t, k, h, d = problem["t"], problem["k"], problem["h"], problem["d"]
+        q = torch.randn((t, h, d), device=device, generator=generator, dtype=torch.float32).to(dtype)
+        key = torch.randn((k, d), device=device, generator=generator, dtype=torch.float32).to(dtype)
+        return q, key
+
+    def make_outputs(self, problem: Problem, device: Any) -> tuple[Any, ...]:
+        import torch
+
+        return (torch.empty((problem["t"], problem["k"]), device=device, dtype=getattr(torch, problem["out_dtype"])),)
+
+    def reference(self, problem: Problem, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        return (reference(*inputs),)
+
+    def baseline(self, problem: Problem, inputs: Sequence[Any]) -> Any:
+        q, key = inputs
+        return lambda: pytorch_expression(q, key)
+
+    def flops(self, problem: Problem) -> float:
+        """The reduce-first count: ``t*h*d`` additions and a ``t x k x d`` product."""
+        t, k, h, d = problem["t"], problem["k"], problem["h"], problem["d"]
+        return float(t * h * d + 2 * t * k * d)
+
+    def bytes(self, problem: Problem) -> float:
+        t, k, h, d = problem["t"], problem["k"], problem["h"], problem["d"]
+        out = 4 if problem["out_dtype"] == "float32" else 2
+        return float(2 * (t * h * d + k * d) + out * t * k)
+
+    def tolerance(self, problem: Problem, config: Config) -> Tolerance:
+        """Each algorithm's own error plus the rounding of S to ``out_dtype``.
+
+        Measured on CPU in emulation (tests/test_einsum_sum.py): float32 accumulation of the
+        direct products is about 2e-7 (relative Frobenius), the hi/lo split of a bfloat16 sum
+        about 1e-6 to 2e-6 (its residual is below 2^-16 of each sum), and a 16-bit output adds
+        about 0.42 of its unit roundoff. The bounds below leave about 10x room on the algorithm
+        part and take the whole unit roundoff for the output's rounding.
+        """
+        hilo_bf16 = config["algorithm"] != "direct" and problem["dtype"] == "bfloat16"
+        rel_fro, max_rel = (2e-5, 5e-5) if hilo_bf16 else (5e-6, 1e-5)
+        if problem["out_dtype"] != "float32":
+            u = UNIT_ROUNDOFF[problem["out_dtype"]]
+            rel_fro, max_rel = rel_fro + u, max_rel + u
+        return Tolerance(rel_fro=rel_fro, max_rel=max_rel)
+
+
+def reference(q: Any, key: Any) -> Any:
+    """S in float64 (summing over h first is exact enough in float64)."""
+    import torch
+
+    return q.to(torch.float64).sum(dim=1) @ key.to(torch.float64).T
+
+
+def pytorch_expression(q: Any, key: Any) -> Any:
+    """The expression this operator replaces, as users write it."""
+    import torch
+
+    return torch.einsum("thd,kd->thk", q, key).sum(dim=1)
+
+
+def split_hilo(x: Any, dtype: Any) -> tuple[Any, Any]:
+    """``hi = dtype(x)``, ``lo = dtype(x - hi)``: the split the kernels do, in torch (for tests)."""
+    import torch
+
+    hi = x.to(dtype)
+    lo = (x - hi.to(torch.float32)).to(dtype)
+    return hi, lo
+
+
+class ReduceThenGemm:
+    """The two kernels of ``reduce_first`` as one callable ``(Q, K, S)``, with its hi/lo workspace."""
+
+    def __init__(self, reduce: Any, gemm: Any, *, rows: int, cols: int, dtype: str) -> None:
+        self.reduce, self.gemm = reduce, gemm
+        self.shape, self.dtype = (rows, cols), dtype
+        self._workspace: dict[Any, tuple[Any, Any]] = {}
+
+    def __call__(self, q: Any, key: Any, s: Any) -> None:
+        import torch
+
+        if q.device not in self._workspace:
+            dtype = getattr(torch, self.dtype)
+            self._workspace[q.device] = tuple(torch.empty(self.shape, device=q.device, dtype=dtype) for _ in "hl")
+        hi, lo = self._workspace[q.device]
+        self.reduce(q, hi, lo)
+        self.gemm(hi, lo, key, s)
+
+    def get_kernel_source(self) -> str:
+        return self.reduce.get_kernel_source() + "\n" + self.gemm.get_kernel_source()
+
+
+def direct_program(
+    t: int,
+    k: int,
+    h: int,
+    d: int,
+    dtype: str = "bfloat16",
+    out_dtype: str = "float32",
+    *,
+    block_t: int = 128,
+    block_k: int = 128,
+    block_d: int = 64,
+    num_stages: int = 3,
+    threads: int = 256,
+    epilogue: str = "fragment",
+) -> Any:
+    """``direct``: a ``block_t x block_k`` tile of S accumulates ``Q[:, h, :] @ K^T`` over every h."""
+    import tilelang.language as T
+
+    d_steps = -(-d // block_d)
+    k_once = d_steps == 1  # K's tile is the same for every h: load it once
+    staged = epilogue == "shared"
+
+    @T.prim_func
+    def einsum_sum_direct(
+        Q: T.Tensor((t, h, d), dtype),
+        K: T.Tensor((k, d), dtype),
+        S: T.Tensor((t, k), out_dtype),
+    ):
+        with T.Kernel(T.ceildiv(k, block_k), T.ceildiv(t, block_t), threads=threads) as (bx, by):
+            q_tile = T.alloc_shared((block_t, block_d), dtype)
+            k_tile = T.alloc_shared((block_k, block_d), dtype)
+            acc = T.alloc_fragment((block_t, block_k), "float32")
+            if staged:
+                s_tile = T.alloc_shared((block_t, block_k), out_dtype)
+            T.clear(acc)
+            if k_once:
+                T.copy(K[bx * block_k : (bx + 1) * block_k, 0:block_d], k_tile)
+            for step in T.Pipelined(h * d_steps, num_stages=num_stages):
+                head = step // d_steps
+                d0 = (step % d_steps) * block_d
+                T.copy(Q[by * block_t : (by + 1) * block_t, head, d0 : d0 + block_d], q_tile)
+                if not k_once:
+                    T.copy(K[bx * block_k : (bx + 1) * block_k, d0 : d0 + block_d], k_tile)
+                T.gemm(q_tile, k_tile, acc, transpose_B=True)
+            if staged:
+                T.copy(acc, s_tile)
+                T.copy(s_tile, S[by * block_t, bx * block_k])
+            else:
+                T.copy(acc, S[by * block_t, bx * block_k])
+
+    return einsum_sum_direct
+
+
+def reduce_program(t: int, h: int, d: int, dtype: str = "bfloat16") -> Any:
+    """First kernel of ``reduce_first``: ``x = sum_h Q`` in float32, written as ``hi``/``lo``
+    ``[t, padded d]`` in ``dtype`` (the padding columns are zeros)."""
+    import tilelang.language as T
+
+    dp = padded_d(d)
+    rows = REDUCE_ROWS
+
+    @T.prim_func
+    def einsum_sum_reduce(
+        Q: T.Tensor((t, h, d), dtype),
+        Hi: T.Tensor((t, dp), dtype),
+        Lo: T.Tensor((t, dp), dtype),
+    ):
+        with T.Kernel(T.ceildiv(t, rows), threads=REDUCE_THREADS) as bx:
+            q_tile = T.alloc_shared((rows, dp), dtype)
+            total = T.alloc_fragment((rows, dp), "float32")
+            hi = T.alloc_fragment((rows, dp), dtype)
+            lo = T.alloc_fragment((rows, dp), dtype)
+            T.clear(total)
+            for head in T.Pipelined(h, num_stages=REDUCE_STAGES):
+                T.copy(Q[bx * rows : (bx + 1) * rows, head, 0:dp], q_tile)
+                for i, j in T.Parallel(rows, dp):
+                    total[i, j] += q_tile[i, j]
+            for i, j in T.Parallel(rows, dp):
+                hi[i, j] = total[i, j]
+            for i, j in T.Parallel(rows, dp):
+                lo[i, j] = total[i, j] - T.Cast("float32", hi[i, j])
+            T.copy(hi, Hi[bx * rows, 0])
+            T.copy(lo, Lo[bx * rows, 0])
+
+    return einsum_sum_reduce
+
+
+def hilo_gemm_program(
+    t: int,
+    k: int,
+    h: int,
+    d: int,
+    dtype: str = "bfloat16",
+    out_dtype: str = "float32",
+    *,
+    block_t: int = 128,
+    block_k: int = 128,
+    block_d: int = 64,
+    num_stages: int = 3,
+    threads: int = 256,
+    epilogue: str = "fragment",
+) -> Any:
+    """Second kernel of ``reduce_first``: ``S = hi @ K^T + lo @ K^T`` with float32 accumulation."""
+    import tilelang.language as T
+
+    dp = padded_d(d)
+    staged = epilogue == "shared"
+
+    @T.prim_func
+    def einsum_sum_hilo_gemm(
+        Hi: T.Tensor((t, dp), dtype),
+        Lo: T.Tensor((t, dp), dtype),
+        K: T.Tensor((k, d), dtype),
+        S: T.Tensor((t, k), out_dtype),
+    ):
+        with T.Kernel(T.ceildiv(k, block_k), T.ceildiv(t, block_t), threads=threads) as (bx, by):
+            hi_tile = T.alloc_shared((block_t, block_d), dtype)
+            lo_tile = T.alloc_shared((block_t, block_d), dtype)
+            k_tile = T.alloc_shared((block_k, block_d), dtype)
+            acc = T.alloc_fragment((block_t, block_k), "float32")
+            if staged:
+                s_tile = T.alloc_shared((block_t, block_k), out_dtype)
+            T.clear(acc)
+            for step in T.Pipelined(T.ceildiv(d, block_d), num_stages=num_stages):
+                T.copy(Hi[by * block_t, step * block_d], hi_tile)
+                T.copy(Lo[by * block_t, step * block_d], lo_tile)
+                T.copy(K[bx * block_k, step * block_d], k_tile)
+                T.gemm(hi_tile, k_tile, acc, transpose_B=True)
+                T.gemm(lo_tile, k_tile, acc, transpose_B=True)
+            if staged:
+                T.copy(acc, s_tile)
+                T.copy(s_tile, S[by * block_t, bx * block_k])
+            else:
+                T.copy(acc, S[by * block_t, bx * block_k])
+
+    return einsum_sum_hilo_gemm
+
+
+def fused_program(
+    t: int,
+    k: int,
+    h: int,
+    d: int,
+    dtype: str = "bfloat16",
+    out_dtype: str = "float32",
+    *,
+    block_t: int = 64,
+    block_k: int = 128,
+    num_stages: int = 2,
+    threads: int = 128,
+    k_split: int = 1,
+    epilogue: str = "fragment",
+) -> Any:
+    """``fused``: a block sums its query rows over h into shared hi/lo tiles, then walks
+    ``ceil(k_tiles / k_split)`` consecutive K tiles, writing a tile of S per step."""
+    import tilelang.language as T
+
+    dp = padded_d(d)
+    k_tiles = -(-k // block_k)
+    per_block = -(-k_tiles // k_split)
+    splits = -(-k_tiles // per_block)
+    staged = epilogue == "shared"
+
+    @T.prim_func
+    def einsum_sum_fused(
+        Q: T.Tensor((t, h, d), dtype),
+        K: T.Tensor((k, d), dtype),
+        S: T.Tensor((t, k), out_dtype),
+    ):
+        with T.Kernel(splits, T.ceildiv(t, block_t), threads=threads) as (bx, by):
+            q_tile = T.alloc_shared((block_t, dp), dtype)
+            hi = T.alloc_shared((block_t, dp), dtype)
+            lo = T.alloc_shared((block_t, dp), dtype)
+            k_tile = T.alloc_shared((block_k, dp), dtype)
+            total = T.alloc_fragment((block_t, dp), "float32")
+            acc = T.alloc_fragment((block_t, block_k), "float32")
+            if staged:
+                s_tile = T.alloc_shared((block_t, block_k), out_dtype)
+            T.clear(total)
+            for head in T.Pipelined(h, num_stages=2):
+                T.copy(Q[by * block_t : (by + 1) * block_t, head, 0:dp], q_tile)
+                for i, j in T.Parallel(block_t, dp):
+                    total[i, j] += q_tile[i, j]
+            for i, j in T.Parallel(block_t, dp):
+                hi[i, j] = total[i, j]
+            for i, j in T.Parallel(block_t, dp):
+                lo[i, j] = total[i, j] - T.Cast("float32", hi[i, j])
+            for step in T.Pipelined(per_block, num_stages=num_stages):
+                col = (bx * per_block + step) * block_k
+                T.copy(K[col : col + block_k, 0:dp], k_tile)
+                T.clear(acc)
+                T.gemm(hi, k_tile, acc, transpose_B=True)
+                T.gemm(lo, k_tile, acc, transpose_B=True)
+                if staged:
+                    T.copy(acc, s_tile)
+                    T.copy(s_tile, S[by * block_t, col])
+                else:
+                    T.copy(acc, S[by * block_t, col])
+
+    return einsum_sum_fused

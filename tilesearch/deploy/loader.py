@@ -133,8 +133,10 @@ def _load_library(path: Path) -> Any:
 def _ensure_runtime() -> None:
     """Puts TVM's runtime (the loader of the library's embedded CUDA binary) into the process.
 
-    If TileLang is imported, it is there. Else the runtime library that TileLang ships is opened
-    by itself, which takes milliseconds where importing TileLang takes seconds; if that fails,
+    If TileLang is imported, it is there. Else the libraries that TileLang ships are opened by
+    themselves, without TileLang's Python compiler: TVM's runtime, and TileLang's own library, which
+    registers the host functions that kernels call at launch (``__tvm_tensormap_create_tiled``
+    builds the TMA descriptors; on an H100 it was missing with the runtime alone). If that fails,
     TileLang is imported.
     """
     if RUNTIME["loaded_by"] is not None:
@@ -145,9 +147,10 @@ def _ensure_runtime() -> None:
     spec = importlib.util.find_spec("tilelang")
     if spec is None or not spec.submodule_search_locations:
         raise ArtifactError("loading a kernel needs TVM's runtime, which comes with tilelang: pip install tilelang")
-    library = Path(spec.submodule_search_locations[0]) / "lib" / "libtvm_runtime.so"
+    libraries = Path(spec.submodule_search_locations[0]) / "lib"
     try:
-        ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL | os.RTLD_LAZY)
+        for name in ("libtvm_runtime.so", "libtilelang.so"):
+            ctypes.CDLL(str(libraries / name), mode=ctypes.RTLD_GLOBAL | os.RTLD_LAZY)
         RUNTIME["loaded_by"] = "runtime-library"
     except OSError:
         _import_tilelang()

@@ -69,13 +69,14 @@ def tool_tilelang(m, n, k):
     import torch
     from tilelang.autotuner import autotune
 
-    from search_spaces.gemm import gemm_program
-
     configs = list(grid_space().enumerate())
 
     @autotune(configs=configs, warmup=25, rep=100, ref_prog=lambda a, b, *rest: a @ b, rtol=1e-2, atol=1e-2)
     @tilelang.jit(out_idx=[-1])
     def kernel(block_m=128, block_n=128, block_k=32, num_stages=3, threads=128, panel_size=8, warp_policy="square"):
+        # imported here: TileLang's autotuner refuses closures over anything but plain values
+        from search_spaces.gemm import gemm_program
+
         return gemm_program(m, n, k, "float16", "nn", block_m=block_m, block_n=block_n, block_k=block_k,
                             num_stages=num_stages, threads=threads, panel_size=panel_size, warp_policy=warp_policy)
 

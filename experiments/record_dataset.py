@@ -115,7 +115,7 @@ def record(params: dict, args: argparse.Namespace, deadline: float) -> dict:
         "shape": name, "valid": valid, "recorded": len(data), "ok": len(ok),
         "failed": ", ".join(f"{k}:{v}" for k, v in sorted(counts.items()) if k != "ok") or "-",
         "best_tflops": best.tflops if best else None,
-        "torch_tflops": (best.tflops * best.speedup) if best and best.speedup else None,
+        "torch_tflops": (best.tflops / best.speedup) if best and best.speedup else None,
         "within_3pct": sum(1 for r in ok if r.latency_ms <= best.latency_ms / 0.97) if best else 0,
         "wall_s": wall, "per_min": result.compile_per_min, "gpu_idle": result.gpu_idle, "file": str(path),
         "best": " ".join(f"{k}={v}" for k, v in best.config.items()) if best else "-",

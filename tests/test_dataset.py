@@ -55,6 +55,11 @@ def test_narrow_keeps_constraints():
                              "panel_size": 0, "warp_policy": "square"})
     with pytest.raises(dataset.DatasetError, match="not in the space"):
         dataset.narrow(space, {"block_m": [48]})
+    kinds = {k.name: type(k).__name__ for k in sub.knobs}
+    assert kinds == {"block_m": "PowerOfTwo", "block_n": "PowerOfTwo", "block_k": "PowerOfTwo", "num_stages": "IntRange",
+                     "threads": "Categorical", "panel_size": "Categorical", "warp_policy": "Categorical"}
+    assert type(dataset.narrow(space, {"block_m": [64, 256]})["block_m"]).__name__ == "Categorical"
+    assert dataset.narrow(space, {"num_stages": [1, 3, 5]})["num_stages"].values() == (1, 3, 5)
 
 
 def test_recorder_writes_a_dataset_of_the_study(tmp_path, monkeypatch):

@@ -16,7 +16,8 @@ USAGE = """usage: tilesearch COMMAND [key=value ...]
 commands:
   tune op=NAME PARAMS... [strategy=tpe trials=64 seed=0 storage=URL runner=local transfer=FILES ...]
                        search the op's knobs on the GPU and keep every trial
-                       (runner=replay:FILE serves a recorded dataset instead of a GPU)
+                       (runner=replay:FILE serves a recorded dataset instead of a GPU;
+                       hints=carver tries TileLang Carver's recommendations first)
   show op=NAME PARAMS... [top=10 storage=URL]
                        print the best configurations found for a problem
   export op=NAME PARAMS... out=DIR [storage=URL study=NAME arch=sm_90a]
@@ -98,6 +99,7 @@ def cmd_tune(args: list[str]) -> int:
     from tilesearch.dataset import DatasetError
     from tilesearch.runner import NoDeviceError, UnknownRunnerError
     from tilesearch.strategy import UnknownStrategyError
+    from tilesearch.strategy.hints import HintError
     from tilesearch.tuner import TuneSettings, tune
 
     settings, rest = split_settings(parse_pairs(args), TuneSettings.keys())
@@ -111,7 +113,7 @@ def cmd_tune(args: list[str]) -> int:
         result = tune(op, problem, settings=TuneSettings(**settings))
     except NoDeviceError as exc:
         raise UsageError(f"{exc}: tune measures on a CUDA GPU; run it on a machine with one") from None
-    except (StorageError, DatasetError, UnknownRunnerError, UnknownStrategyError) as exc:
+    except (StorageError, DatasetError, UnknownRunnerError, UnknownStrategyError, HintError) as exc:
         raise UsageError(str(exc)) from None
     replay = " [replayed]" if result.replayed else ""
     print(f"study: {result.study}{replay}")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tilesearch.records import Status
-from tilesearch.space import Categorical, Config, Space, config_key
+from tilesearch.space import Categorical, Config, IntRange, Knob, PowerOfTwo, Space, config_key
 
 FORMAT = "tilesearch-sweep"
 VERSION = 1
@@ -141,8 +141,20 @@ def narrow(space: Space, knobs: Mapping[str, Sequence[Any]]) -> Space:
         extra = [v for v in knobs[knob.name] if v not in knob.values()]
         if extra:
             raise DatasetError(f"values {extra} of {knob.name} are not in the space ({knob.describe()})")
-        narrowed.append(Categorical(knob.name, tuple(v for v in knob.values() if v in knobs[knob.name])))
+        narrowed.append(_subset(knob, tuple(v for v in knob.values() if v in knobs[knob.name])))
     return Space(narrowed, space.constraints)
+
+
+def _subset(knob: Knob, values: tuple[Any, ...]) -> Knob:
+    """A knob of the same kind over ``values`` where they still form one (so that samplers see
+    ordered knobs as ordered), else a categorical one."""
+    if isinstance(knob, PowerOfTwo) and values == PowerOfTwo(knob.name, values[0], values[-1]).values():
+        return PowerOfTwo(knob.name, values[0], values[-1])
+    if isinstance(knob, IntRange):
+        step = values[1] - values[0] if len(values) > 1 else 1
+        if values == tuple(range(values[0], values[-1] + 1, step)):
+            return IntRange(knob.name, values[0], values[-1], step)
+    return Categorical(knob.name, values)
 
 
 def short_error(text: str, limit: int = ERROR_CHARS) -> str:

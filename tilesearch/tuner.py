@@ -21,6 +21,7 @@ from tilesearch.runner import MeasureSettings, Runner
 from tilesearch.runner import create as create_runner
 from tilesearch.space import Space
 from tilesearch.strategy import RandomStrategy, SearchContext, Strategy, create
+from tilesearch.strategy.hints import Hinted
 from tilesearch.target import Target
 
 MAX_IDLE_PROPOSALS = 64  # proposals in a row that launch nothing before falling back to random
@@ -36,6 +37,7 @@ class TuneSettings:
         trials: configurations to compile and measure in the study, counting earlier runs.
         seed: seeds the strategy and the inputs.
         transfer: datasets (comma-separated paths) of other problems that ``xgb`` warm-starts from.
+        hints: ``carver`` tries TileLang Carver's recommended configurations first (any strategy).
         storage: Optuna storage URL (default ``sqlite:///tilesearch.db`` or ``$TILESEARCH_STORAGE``).
         study: study name; by default made from op, problem, GPU, arch and TileLang version.
         arch: compile target; by default the measuring GPU's (``sm_90a`` on H100/H200).
@@ -52,6 +54,7 @@ class TuneSettings:
     trials: int = 64
     seed: int = 0
     transfer: str = ""
+    hints: str = ""
     storage: str | None = None
     study: str | None = None
     arch: str | None = None
@@ -135,6 +138,8 @@ def tune(
         search = strategy or create(
             settings.strategy, settings.seed, **({"transfer": settings.transfer} if settings.transfer else {})
         )
+        if settings.hints:
+            search = Hinted(search, settings.hints)
         space = runner.prepare(problem, space or operator.space(problem, target))
         db = TuningDatabase(
             settings.storage,

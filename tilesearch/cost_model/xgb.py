@@ -28,8 +28,8 @@ class XGBSettings:
     """
 
     objective: str = "rank:pairwise"
-    rounds: int = 60
-    max_depth: int = 5
+    rounds: int = 30
+    max_depth: int = 4
     eta: float = 0.15
     subsample: float = 0.9
     colsample: float = 0.9
@@ -82,7 +82,10 @@ class XGBRanker:
         if self.settings.objective == "rank:ndcg":
             y = np.floor(y * (self.settings.grades - 1) + 0.5)
         qid = np.concatenate([np.full(len(g[1]), i, dtype=np.uint32) for i, g in enumerate(used)])
-        data = xgb.DMatrix(x, label=y, qid=qid) if self.settings.objective.startswith("rank:") else xgb.DMatrix(x, label=y)
+        if self.settings.objective.startswith("rank:"):
+            data = xgb.DMatrix(x, label=y, qid=qid, nthread=1)
+        else:
+            data = xgb.DMatrix(x, label=y, nthread=1)
         self.booster = xgb.train(self._params(), data, num_boost_round=self.settings.rounds)
         return True
 
@@ -91,11 +94,9 @@ class XGBRanker:
         return self.booster is not None
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        import xgboost as xgb
-
         if self.booster is None:
             raise RuntimeError("the model is not trained")
-        return self.booster.predict(xgb.DMatrix(x))
+        return self.booster.inplace_predict(x)
 
     def save(self) -> str:
         """The trained model as base64 text (XGBoost's UBJSON), to keep with a study."""

@@ -22,7 +22,7 @@ from tilesearch import dataset
 from tilesearch.cost_model import Featurizer, XGBRanker, XGBSettings, relevance
 from tilesearch.database import TrialRecord
 from tilesearch.records import Status
-from tilesearch.space import Config
+from tilesearch.space import Config, config_key
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
 from tilesearch.strategy.enumerated import candidate_key
 from tilesearch.target import Target
@@ -65,6 +65,8 @@ class XGBStrategy(Strategy):
         init: trials measured at random before the model is used, when nothing is transferred.
         pool: configurations scored per round when the space is too large to list.
         max_listed: largest space (before constraints) that is listed in full.
+        retrain_share: retrain once ``1/retrain_share`` of the results are new (at least one):
+            after every result early on, less often as they pile up.
         settings: the model's training settings.
     """
 
@@ -80,6 +82,7 @@ class XGBStrategy(Strategy):
         init: int = 8,
         pool: int = 4096,
         max_listed: int = 65536,
+        retrain_share: int = 32,
         settings: XGBSettings | None = None,
     ) -> None:
         self.seed = seed
@@ -89,6 +92,7 @@ class XGBStrategy(Strategy):
         self.init = init
         self.pool = pool
         self.max_listed = max_listed
+        self.retrain_share = retrain_share
         self.settings = settings or XGBSettings()
         self.rng = random.Random(seed)
         self.model: XGBRanker | None = None
@@ -97,6 +101,7 @@ class XGBStrategy(Strategy):
         self._trained_on = -1
         self._configs: list[Config] = []
         self._keys: list[str] = []
+        self._row: dict[str, int] = {}
         self._x: np.ndarray | None = None
 
     def sampler(self) -> optuna.samplers.BaseSampler:
@@ -112,6 +117,7 @@ class XGBStrategy(Strategy):
         if self.listed:
             self._configs = list(context.space.enumerate())
             self._keys = [candidate_key(context, c) for c in self._configs]
+            self._row = {config_key(c): i for i, c in enumerate(self._configs)}
             self._x = self._features(context, self._configs)
         for path in self.transfer:
             data = dataset.load(path)
@@ -129,6 +135,10 @@ class XGBStrategy(Strategy):
         self._ready = True
 
     def _features(self, context: SearchContext, configs: list[Config]) -> np.ndarray:
+        if self.listed and self._x is not None:
+            rows = [self._row.get(config_key(c)) for c in configs]
+            if all(r is not None for r in rows):
+                return self._x[rows]
         return self.featurizer.matrix(context.problem.to_dict(), configs, context.target)
 
     def _add_source(self, source: str, problem: dict, target: Target, configs: list[Config],
@@ -169,7 +179,7 @@ class XGBStrategy(Strategy):
 
     def _train(self, context: SearchContext, records: list[TrialRecord]) -> None:
         configs, tflops = _label_rows(records)
-        if len(configs) == self._trained_on:
+        if len(configs) - self._trained_on < max(1, len(configs) // self.retrain_share):
             return
         groups = [(g.x, g.y) for g in self.sources]
         if configs and (self.sources or len(configs) >= self.init):

@@ -57,6 +57,7 @@ SEEDS = [
     dict(algorithm="fused", block_t=128, block_k=128, num_stages=2, threads=256, k_split=2, epilogue="shared"),
     dict(algorithm="fused", block_t=64, block_k=256, num_stages=2, threads=256, k_split=4),
     dict(algorithm="fused", block_t=64, block_k=64, num_stages=3, threads=128, k_split=2),
+    dict(algorithm="fused", block_t=64, block_k=64, num_stages=2, threads=128, k_split=8),
     dict(algorithm="reduce_first", block_t=128, block_k=256, block_d=64, num_stages=2, threads=256, epilogue="shared"),
     dict(algorithm="reduce_first", block_t=128, block_k=128, block_d=128, num_stages=1, threads=256),
     dict(algorithm="direct", block_t=128, block_k=256, block_d=128, num_stages=3, threads=256),

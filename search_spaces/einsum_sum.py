@@ -187,19 +187,12 @@ class EinsumSumOp(Operator):
         return Space(knobs(), constraints(problem, target))
 
     def program(self, problem: Problem, config: Config) -> Any:
-        """The tile program of ``config``; for ``reduce_first``, its GEMM (see :meth:`programs`)."""
-        return self.programs(problem, config)[-1]
-
-    def programs(self, problem: Problem, config: Config) -> list[Any]:
-        """The tile programs that ``config`` runs, in launch order."""
+        """The tile program of ``config``; for ``reduce_first``, its GEMM (which runs after
+        :func:`reduce_program`, see :meth:`build`)."""
         p, c = problem, config
         shape = (p["t"], p["k"], p["h"], p["d"], p["dtype"], p["out_dtype"])
-        tiles = {name: c[name] for name in USES[c["algorithm"]]}
-        if c["algorithm"] == "direct":
-            return [direct_program(*shape, **tiles)]
-        if c["algorithm"] == "fused":
-            return [fused_program(*shape, **tiles)]
-        return [reduce_program(p["t"], p["h"], p["d"], p["dtype"]), hilo_gemm_program(*shape, **tiles)]
+        template = {"direct": direct_program, "reduce_first": hilo_gemm_program, "fused": fused_program}
+        return template[c["algorithm"]](*shape, **{name: c[name] for name in USES[c["algorithm"]]})
 
     def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
         # TileLang 0.1.15 warp-specializes the first pipelined loop and multi-buffers the
@@ -209,19 +202,19 @@ class EinsumSumOp(Operator):
 
     def build(self, problem: Problem, config: Config, target: Target) -> Any:
         """Compiles the kernel of ``config``; for ``reduce_first``, both kernels, run in turn by a
-        :class:`ReduceThenGemm`."""
+        :class:`ReduceThenGemm` (the reduce kernel, the same for every configuration of a
+        problem, is compiled once per process)."""
         import logging
 
-        import tilelang
+        import tilelang  # noqa: F401  (configures its logger on import; quieted below)
 
         logging.getLogger("TileLang").setLevel(logging.WARNING)
-        kernels = [
-            tilelang.compile(program, target=target.tvm(), pass_configs=self.pass_configs(problem, config) or None)
-            for program in self.programs(problem, config)
-        ]
-        if len(kernels) == 1:
-            return kernels[0]
-        return ReduceThenGemm(*kernels, rows=problem["t"], cols=padded_d(problem["d"]), dtype=problem["dtype"])
+        p = problem
+        if config["algorithm"] != "reduce_first":
+            return _compile(self.program(problem, config), target, self.pass_configs(problem, config))
+        reduce = _reduce_kernel(p["t"], p["h"], p["d"], p["dtype"], target)
+        gemm = _compile(self.program(problem, config), target, {})
+        return ReduceThenGemm(reduce, gemm, rows=p["t"], cols=padded_d(p["d"]), dtype=p["dtype"])
 
     def make_inputs(self, problem: Problem, device: Any, generator: Any) -> tuple[Any, ...]:
         import torch
@@ -279,6 +272,17 @@ class EinsumSumOp(Operator):
             u = UNIT_ROUNDOFF[problem["out_dtype"]]
             rel_fro, max_rel = rel_fro + u, max_rel + u
         return Tolerance(rel_fro=rel_fro, max_rel=max_rel)
+
+
+def _compile(program: Any, target: Target, pass_configs: dict[str, Any]) -> Any:
+    import tilelang
+
+    return tilelang.compile(program, target=target.tvm(), pass_configs=pass_configs or None)
+
+
+@functools.cache
+def _reduce_kernel(t: int, h: int, d: int, dtype: str, target: Target) -> Any:
+    return _compile(reduce_program(t, h, d, dtype), target, {})
 
 
 def reference(q: Any, key: Any) -> Any:

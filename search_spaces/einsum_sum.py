@@ -38,9 +38,10 @@ from tilesearch.target import Target
 DTYPES = ("bfloat16", "float16")
 OUT_DTYPES = ("float32", "bfloat16", "float16")
 ALGORITHMS = ("direct", "reduce_first", "fused")
-# how a tile of S leaves the registers: straight to global memory, or staged in shared memory and
-# written by one bulk copy (TMA on sm_90 where S's rows are 16-byte aligned)
-EPILOGUES = ("fragment", "shared")
+# how a tile of S leaves the registers: straight to global memory; staged in shared memory and
+# written by one bulk copy (TMA on sm_90 where S's rows are 16-byte aligned); or (fused only)
+# through two shared buffers whose TMA stores overlap the next tile's arithmetic
+EPILOGUES = ("fragment", "shared", "async")
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers; more spills on sm_90
 D_ALIGN = 32  # d is padded (with zeros) to a multiple of this inside the kernels
 REDUCE_ROWS = 32  # query rows per block of the reduce kernel of reduce_first
@@ -80,7 +81,8 @@ def smem_bytes(config: Mapping[str, Any], d: int, out_dtype: str = "float32") ->
     """Shared memory of one block, as TileLang 0.1.15 plans it: the fused kernel stages S tiles
     inside its pipelined loop (beside the operands); the others after it (in the operands' space)."""
     c = config
-    staged = c["block_t"] * c["block_k"] * (4 if out_dtype == "float32" else 2) if c["epilogue"] == "shared" else 0
+    buffers = {"fragment": 0, "shared": 1, "async": 2}[c["epilogue"]]
+    staged = buffers * c["block_t"] * c["block_k"] * (4 if out_dtype == "float32" else 2)
     operands = operand_smem_bytes(c, d)
     return operands + staged if c["algorithm"] == "fused" else max(operands, staged)
 
@@ -139,6 +141,16 @@ def constraints(problem: Problem, target: Target) -> list[Any]:
             return f"k_split: {c['k_split']} > {tiles} tiles of k"
         return None
 
+    def overlapped_stores(c: Mapping[str, Any]) -> str | None:
+        if c["epilogue"] != "async":
+            return None
+        if c["algorithm"] != "fused":
+            return "epilogue: async needs a loop that writes S (only the fused kernel has one)"
+        row_bytes = problem["k"] * (4 if problem["out_dtype"] == "float32" else 2)
+        if row_bytes % 16:
+            return f"epilogue: async stores by TMA, which needs S's rows ({row_bytes} B) 16-byte aligned"
+        return None
+
     def stages(c: Mapping[str, Any]) -> str | None:
         steps = pipelined_steps(problem, c)
         if c["num_stages"] > 1 and c["num_stages"] > steps:
@@ -157,7 +169,7 @@ def constraints(problem: Problem, target: Target) -> list[Any]:
             return f"registers: {c['block_t'] * dp // c['threads']} float32 sums of Q per thread > {MAX_ACCUMULATORS_PER_THREAD}"
         return None
 
-    return [irrelevant, oversized, d_tile, k_tiles, stages, shared_memory, registers]
+    return [irrelevant, oversized, d_tile, k_tiles, overlapped_stores, stages, shared_memory, registers]
 
 
 class EinsumSumOp(Operator):
@@ -195,10 +207,21 @@ class EinsumSumOp(Operator):
         return template[c["algorithm"]](*shape, **{name: c[name] for name in USES[c["algorithm"]]})
 
     def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
-        # TileLang 0.1.15 warp-specializes the first pipelined loop and multi-buffers the
-        # second loop's tiles twice over (double the shared memory): the fused kernel runs both
-        # loops as plain cp.async pipelines instead.
-        return {"tl.disable_warp_specialized": True} if config["algorithm"] == "fused" else {}
+        """Turns TileLang's warp specialization off where 0.1.15 gets it wrong:
+
+        - fused: it specializes the first pipelined loop and then multi-buffers the second
+          loop's tiles twice over (double the shared memory);
+        - reduce_first when K's rows are not 16-byte aligned (d % 8 != 0): K is then copied by
+          the producer threads rather than by TMA, and its tile is released after the hi
+          product, while the lo product still reads it (a race: relative error 6.5e-4 at
+          t=1000, k=3001, h=3, d=71 on an H100).
+
+        Without it, both loops run as plain cp.async software pipelines.
+        """
+        unaligned_k = problem["d"] * 2 % 16 != 0
+        if config["algorithm"] == "fused" or (config["algorithm"] == "reduce_first" and unaligned_k):
+            return {"tl.disable_warp_specialized": True}
+        return {}
 
     def build(self, problem: Problem, config: Config, target: Target) -> Any:
         """Compiles the kernel of ``config``; for ``reduce_first``, both kernels, run in turn by a
@@ -213,7 +236,7 @@ class EinsumSumOp(Operator):
         if config["algorithm"] != "reduce_first":
             return _compile(self.program(problem, config), target, self.pass_configs(problem, config))
         reduce = _reduce_kernel(p["t"], p["h"], p["d"], p["dtype"], target)
-        gemm = _compile(self.program(problem, config), target, {})
+        gemm = _compile(self.program(problem, config), target, self.pass_configs(problem, config))
         return ReduceThenGemm(reduce, gemm, rows=p["t"], cols=padded_d(p["d"]), dtype=p["dtype"])
 
     def make_inputs(self, problem: Problem, device: Any, generator: Any) -> tuple[Any, ...]:
@@ -497,7 +520,10 @@ def fused_program(
     epilogue: str = "fragment",
 ) -> Any:
     """``fused``: a block sums its query rows over h into shared hi/lo tiles, then walks
-    ``ceil(k_tiles / k_split)`` consecutive K tiles, writing a tile of S per step."""
+    ``ceil(k_tiles / k_split)`` consecutive K tiles, writing a tile of S per step. With
+    ``epilogue="async"`` the tiles of S alternate between two shared buffers and leave by TMA
+    stores that are waited for only when their buffer comes round again, so writing one tile
+    overlaps computing the next."""
     import tilelang.language as T
 
     dp = padded_d(d)
@@ -505,6 +531,7 @@ def fused_program(
     per_block = -(-k_tiles // k_split)
     splits = -(-k_tiles // per_block)
     staged = epilogue == "shared"
+    overlapped = epilogue == "async"
 
     @T.prim_func
     def einsum_sum_fused(
@@ -520,6 +547,7 @@ def fused_program(
             total = T.alloc_fragment((block_t, dp), "float32")
             acc = T.alloc_fragment((block_t, block_k), "float32")
             s_tile = T.alloc_shared((block_t, block_k), out_dtype) if staged else None
+            s_tiles = T.alloc_shared((2, block_t, block_k), out_dtype) if overlapped else None
             macros().sum_heads_split(Q, by * block_t, block_t, dp, 2, q_tile, total, hi, lo)
             for step in T.Pipelined(per_block, num_stages=num_stages):
                 col = (bx * per_block + step) * block_k
@@ -527,6 +555,17 @@ def fused_program(
                 T.clear(acc)
                 T.gemm(hi, k_tile, acc, transpose_B=True)
                 T.gemm(lo, k_tile, acc, transpose_B=True)
-                macros().store_tile(acc, s_tile, S, by * block_t, col)
+                if overlapped:
+                    T.tma_store_wait(1)  # the store from this buffer, two steps ago, has read it
+                    T.copy(acc, s_tiles[step % 2, :, :])
+                    T.tma_copy(
+                        s_tiles[step % 2, :, :],
+                        S[by * block_t : (by + 1) * block_t, col : col + block_k],
+                        eviction_policy="evict_first",
+                    )
+                else:
+                    macros().store_tile(acc, s_tile, S, by * block_t, col)
+            if overlapped:
+                T.tma_store_wait(0)
 
     return einsum_sum_fused

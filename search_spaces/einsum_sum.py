@@ -231,7 +231,7 @@ class EinsumSumOp(Operator):
 
         import tilelang  # noqa: F401  (configures its logger on import; quieted below)
 
-        logging.getLogger("TileLang").setLevel(logging.WARNING)
+        logging.getLogger("tilelang").setLevel(logging.WARNING)
         p = problem
         if config["algorithm"] != "reduce_first":
             return _compile(self.program(problem, config), target, self.pass_configs(problem, config))
@@ -351,6 +351,12 @@ class ReduceThenGemm:
 
     def get_kernel_source(self) -> str:
         return self.reduce.get_kernel_source() + "\n" + self.gemm.get_kernel_source()
+
+    def export_library(self, path: str) -> None:
+        raise NotImplementedError(
+            "reduce_first runs two kernels and a workspace; tilesearch export writes one kernel: "
+            "export a direct or fused configuration"
+        )
 
 
 @functools.cache

@@ -283,7 +283,8 @@ class EinsumSumOp(Operator):
 
         The max error (relative to max|S|) is allowed 4x the Frobenius one, as on CPU it ran to
         3.2x. For bfloat16 in and float32 out at h=16, d=128 this gives 2.0e-5 (direct) and
-        2.7e-5 (hi/lo), about 100x below the PyTorch expression's own error (about 2.3e-3).
+        2.7e-5 (hi/lo), about 100x below the PyTorch expression's own error (about 2.3e-3). The
+        first H100 run measured 2.1e-6 (direct) and 9.5e-7 (hi/lo) there.
         """
         dp = padded_d(problem["d"])
         hilo = config["algorithm"] != "direct"

@@ -7,7 +7,7 @@ Usage (CPU only, a few minutes)::
 
 For every dataset in ``--data`` and every strategy (``grid``, ``random``, ``tpe``, ``xgb``, and
 ``xgb+transfer``, warm-started from the dataset of the most similar other shape of the same op
-and GPU), it runs the real tuning loop (:func:`tilesearch.tune` with the replay runner, an
+and GPU; ``NAME+carver`` proposes TileLang Carver's hints first), it runs the real tuning loop (:func:`tilesearch.tune` with the replay runner, an
 in-memory study and batches of ``--batch`` proposals) once per seed, and records the order in
 which configurations were measured. Reported, per dataset and strategy:
 
@@ -52,6 +52,7 @@ from tilesearch.records import Candidate, RunResult
 from tilesearch.runner import ReplayRunner
 from tilesearch.space import Space
 from tilesearch.strategy import GridStrategy, Proposal, SearchContext, Strategy, XGBStrategy, create
+from tilesearch.strategy.hints import Hinted, carver_gemm
 from tilesearch.strategy.until import Until
 from tilesearch.target import Target
 
@@ -127,12 +128,21 @@ class Outcome:
     scores: dict[str, list[float]] = field(default_factory=dict)
 
 
-def make_strategy(name: str, seed: int, transfer: str = "") -> Strategy:
-    if name == "xgb":
-        return XGBStrategy(seed, auto_transfer=False)
-    if name == "xgb+transfer":
-        return XGBStrategy(seed, transfer=[transfer], auto_transfer=False)
-    return create(name, seed)
+def make_strategy(name: str, seed: int, transfer: str = "", hints: list | None = None) -> Strategy:
+    """``base[+transfer][+carver]``: a registered strategy, ``xgb`` warm-started from ``transfer``,
+    seeded with Carver's ``hints``."""
+    base, *mods = name.split("+")
+    unknown = set(mods) - {"transfer", "carver"} or ({"transfer"} & set(mods) if base != "xgb" else set())
+    if unknown:
+        raise SystemExit(f"strategy {name!r}: unknown or unsupported modifier {sorted(unknown)}")
+    if base == "xgb":
+        strategy: Strategy = XGBStrategy(seed, transfer=[transfer] if "transfer" in mods else [], auto_transfer=False)
+    else:
+        strategy = create(base, seed)
+    if "carver" in mods:
+        strategy = Hinted(strategy, "carver")
+        strategy.hints = hints
+    return strategy
 
 
 def _space(data: dataset.Dataset) -> Space:
@@ -152,11 +162,11 @@ def _run(name: str, seed: int, rows: Sequence[dataset.Row | None], overhead_s: f
 
 
 def run_one(data: dataset.Dataset, name: str, seed: int, *, horizon: int, cap: int, batch: int,
-            transfer: str = "") -> Run:
+            transfer: str = "", hints: list | None = None) -> Run:
     """Runs ``name`` on ``data`` until ``horizon`` trials and 99% of the best are both reached, or
     ``cap`` trials. ``grid`` and ``random`` walk a fixed order of the space, which is read from the
     strategy directly (the tuning loop would measure exactly that order) and walked to the end."""
-    strategy = make_strategy(name, seed, transfer)
+    strategy = make_strategy(name, seed, transfer, hints)
     if isinstance(strategy, GridStrategy):
         start = time.perf_counter()
         order = strategy.order(SimpleNamespace(space=_space(data)))  # type: ignore[arg-type]
@@ -356,13 +366,17 @@ def benchmark(datasets: Sequence[dataset.Dataset], args: argparse.Namespace,
         horizon = max(args.min_horizon, math.ceil(args.horizon * len(data)))
         cap = max(horizon, math.ceil(args.max_share * len(data)))
         source = nearest(data, datasets)
+        hints = None
+        if any("carver" in name for name in args.strategies):
+            op = registry.load(data.op)
+            hints = carver_gemm(op.problem(**data.problem), _space(data), Target.from_dict(data.meta["target"]))
         for name in args.strategies:
-            if name == "xgb+transfer" and source is None:
-                log(f"{data.name}: no other dataset of {data.op} on this GPU to transfer from; skipping xgb+transfer")
+            if "transfer" in name and source is None:
+                log(f"{data.name}: no other dataset of {data.op} on this GPU to transfer from; skipping {name}")
                 continue
             start = time.perf_counter()
-            runs = [run_one(data, name, seed, horizon=horizon, cap=cap, batch=args.batch,
-                            transfer=source.path if name == "xgb+transfer" and source else "")
+            runs = [run_one(data, name, seed, horizon=horizon, cap=cap, batch=args.batch, hints=hints,
+                            transfer=source.path if "transfer" in name and source else "")
                     for seed in range(args.seeds)]
             outcome.runs[name] = runs
             outcome.scores[name] = [willemsen_score(r, setup) for r in runs]
@@ -386,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default="experiments/data", help="directory of datasets (*.jsonl.gz)")
     parser.add_argument("--out", default="experiments/results/strategies")
-    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--strategies", default=",".join(STRATEGIES),
+                        help="comma-separated; NAME+transfer (xgb) and NAME+carver (Carver hints first) also work")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--batch", type=int, default=1, help="proposals per round (the tuner's pipeline depth)")
     parser.add_argument("--horizon", type=float, default=0.1,

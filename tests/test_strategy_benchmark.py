@@ -84,3 +84,12 @@ def test_willemsen_score_is_one_at_the_optimum_and_near_zero_for_random_search(d
 def test_nearest_prefers_the_closest_shape(data_dir):
     a, b = dataset.load(data_dir / "a.jsonl.gz"), dataset.load(data_dir / "b.jsonl.gz")
     assert sb.nearest(a, [a, b]) is b and sb.nearest(a, [a]) is None
+
+
+def test_carver_variant_measures_the_hints_first(data_dir):
+    d = dataset.load(data_dir / "a.jsonl.gz")
+    picks = [d.rows[3].config, d.rows[7].config]
+    run = sb.run_one(d, "tpe+carver", 0, horizon=4, cap=4, batch=1, hints=picks)
+    assert run.tflops[:2] == [d.rows[3].tflops, d.rows[7].tflops]
+    with pytest.raises(SystemExit, match="unsupported"):
+        sb.make_strategy("tpe+transfer", 0)

@@ -7,6 +7,10 @@ Two fixes over a plain ``optuna.storages.RDBStorage(url)``:
   two workers can pop the same trial. Every transaction here starts with ``BEGIN IMMEDIATE``,
   which takes the database's write lock up front (the recipe in SQLAlchemy's pysqlite notes).
   Workers that open a new database file together race to create its tables: opening is retried.
+  The file is kept in WAL mode with ``synchronous=NORMAL``: a commit no longer waits for an
+  fsync (it cost 9 ms, 30 times per trial, in the tuning loop), readers do not block the
+  writer, and a killed process still loses nothing it committed (a power cut may lose the
+  last commits, never the file). WAL needs the file on a local disk, as SQLite always did.
 - PostgreSQL: SQLAlchemy 2.1 maps ``postgresql://`` to psycopg 3; when only psycopg2 is
   installed (``pip install psycopg2-binary``) the URL is pointed at it.
 
@@ -75,6 +79,8 @@ def _serialize_sqlite(engine: Any) -> None:
     @event.listens_for(engine, "connect")
     def _driver_leaves_transactions_to_us(dbapi_connection: Any, record: Any) -> None:
         dbapi_connection.isolation_level = None
+        dbapi_connection.execute("PRAGMA journal_mode=WAL")
+        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
     @event.listens_for(engine, "begin")
     def _take_write_lock(connection: Any) -> None:

@@ -7,6 +7,7 @@ import pytest
 import storages
 from optuna.trial import TrialState
 
+from tilesearch import database
 from tilesearch.database import TrialRecord, TuningDatabase, open_storage
 from tilesearch.storage import _postgres_driver
 
@@ -74,6 +75,15 @@ def test_a_trial_whose_pid_is_not_written_yet_is_not_taken_for_dead():
     trial.set_user_attr("host", db._host)
     assert db.fail_stale() == 0
     assert db.trials()[0].state == TrialState.RUNNING
+
+
+def test_a_trial_abandoned_before_its_pid_was_written_is_closed_after_a_while(monkeypatch):
+    db = TuningDatabase(":memory:", "s")
+    db.study.ask({"x": optuna.distributions.IntDistribution(0, 3)})
+    assert db.fail_stale() == 0
+    monkeypatch.setattr(database, "ABANDONED_S", -1.0)
+    assert db.fail_stale() == 1
+    assert TrialRecord.from_trial(db.trials()[0]).status == "interrupted"
 
 
 @pytest.mark.skipif(not storages.POSTGRES, reason="TILESEARCH_TEST_POSTGRES not set")

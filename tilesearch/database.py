@@ -11,6 +11,7 @@ for how they avoid measuring a configuration twice, :mod:`tilesearch.storage` fo
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import socket
@@ -29,6 +30,7 @@ from tilesearch.storage import rdb_storage
 from tilesearch.target import Target
 
 DEFAULT_STORAGE = "sqlite:///tilesearch.db"
+ABANDONED_S = 600.0  # a worker writes its trial's PID right after opening it
 _UNFINISHED = {Status.INTERRUPTED.value, "running", "waiting"}
 
 
@@ -191,13 +193,16 @@ class TuningDatabase:
     def fail_stale(self) -> int:
         """Marks this host's running trials whose process is gone as interrupted, and, on a storage
         with heartbeats, fails (and re-queues) any worker's trials whose heartbeat stopped;
-        returns how many trials of this host it marked."""
+        returns how many trials of this host it marked. A trial still without a PID
+        ``ABANDONED_S`` after it opened (its worker died in between) is marked too."""
         with warnings.catch_warnings():  # no-op without heartbeats; marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(self.study)
         count = 0
         for trial in self.trials():
-            if trial.state != TrialState.RUNNING or self.worker_alive(trial) is not False:
+            if trial.state != TrialState.RUNNING:
+                continue
+            if self.worker_alive(trial) is not False and not _abandoned(trial):
                 continue
             self._tell(trial.number, Status.INTERRUPTED, {"error": "the tuning process ended before this trial"})
             count += 1
@@ -303,6 +308,14 @@ class TuningDatabase:
             self.study.tell(number, state=TrialState.PRUNED)
         else:
             self.study.tell(number, state=TrialState.FAIL)
+
+
+def _abandoned(trial: FrozenTrial) -> bool:
+    if "pid" in trial.user_attrs or trial.datetime_start is None:
+        return False
+    started = trial.datetime_start
+    now = datetime.datetime.now(started.tzinfo)
+    return (now - started).total_seconds() > ABANDONED_S
 
 
 def _pid_alive(pid: Any) -> bool:

@@ -11,3 +11,7 @@ class TestRandom(StrategySuite):
 
 class TestTPE(StrategySuite):
     strategy = "tpe"
+
+
+class TestXGB(StrategySuite):
+    strategy = "xgb"

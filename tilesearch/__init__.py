@@ -1,6 +1,7 @@
 """tilesearch: schedule search for TileLang tile programs on real CUDA GPUs."""
 
 from tilesearch.database import TrialRecord, TuningDatabase
+from tilesearch.deploy import export, load
 from tilesearch.op import Operator, Param, Problem, Tolerance
 from tilesearch.records import BuildResult, Candidate, RunResult, Status
 from tilesearch.space import Categorical, IntRange, PowerOfTwo, Space
@@ -27,5 +28,7 @@ __all__ = [
     "TuneResult",
     "TuneSettings",
     "TuningDatabase",
+    "export",
+    "load",
     "tune",
 ]

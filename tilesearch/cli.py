@@ -1,4 +1,4 @@
-"""The ``tilesearch`` command: ``tune``, ``show`` and ``ops``, configured with ``key=value``.
+"""The ``tilesearch`` command: ``tune``, ``show``, ``export`` and ``ops``, configured with ``key=value``.
 
 Bad input exits with code 2 and one line saying what is wrong and what would be right.
 """
@@ -14,8 +14,10 @@ from typing import Any
 USAGE = """usage: tilesearch COMMAND [key=value ...]
 
 commands:
-  tune op=NAME PARAMS... [strategy=tpe trials=64 seed=0 storage=URL ...]
+  tune op=NAME PARAMS... [strategy=tpe trials=64 seed=0 storage=URL runner=local transfer=FILES ...]
                        search the op's knobs on the GPU and keep every trial
+                       (runner=replay:FILE serves a recorded dataset instead of a GPU;
+                       hints=carver tries TileLang Carver's recommendations first)
        [gpus=0,1 | workers=N]
                        one worker process per GPU, all on one study
   worker op=NAME PARAMS... storage=URL [study=NAME ...]
@@ -23,6 +25,9 @@ commands:
                        (storage=postgresql://..., sqlite:///FILE.db or journal:FILE)
   show op=NAME PARAMS... [top=10 storage=URL]
                        print the best configurations found for a problem
+  export op=NAME PARAMS... out=DIR [storage=URL study=NAME arch=sm_90a]
+                       compile the best correct configuration into a kernel artifact
+                       that tilesearch.load(DIR) opens without compiling
   ops                  list operators with their parameters and knobs
 
 example: tilesearch tune op=gemm m=4096 n=4096 k=4096 dtype=float16 strategy=tpe trials=64"""
@@ -123,8 +128,11 @@ def cmd_worker(args: list[str]) -> int:
 
 def cmd_tune(args: list[str]) -> int:
     from tilesearch import report, strategy
-    from tilesearch.database import StorageError
-    from tilesearch.runner import NoDeviceError
+    from tilesearch.database import StorageError, open_storage
+    from tilesearch.dataset import DatasetError
+    from tilesearch.runner import NoDeviceError, UnknownRunnerError
+    from tilesearch.strategy import UnknownStrategyError
+    from tilesearch.strategy.hints import HintError
     from tilesearch.tuner import TuneSettings, tune
 
     pairs = parse_pairs(args)
@@ -138,18 +146,26 @@ def cmd_tune(args: list[str]) -> int:
     if gpus is not None:
         return _tune_parallel(rest["op"], problem, gpus, TuneSettings(**settings))
     try:
+        open_storage(settings.get("storage"))  # a bad URL fails here, before the GPU starts
         result = tune(op, problem, settings=TuneSettings(**settings))
     except NoDeviceError as exc:
         raise UsageError(f"{exc}: tune measures on a CUDA GPU; run it on a machine with one") from None
-    except StorageError as exc:
+    except (StorageError, DatasetError, UnknownRunnerError, UnknownStrategyError, HintError) as exc:
         raise UsageError(str(exc)) from None
     replay = " [replayed]" if result.replayed else ""
     print(f"study: {result.study}{replay}")
+    if result.measured_now == 0 and not result.statuses:
+        print(f"nothing to measure: the study already holds trials={settings.get('trials', 64)} configurations")
     print(f"gpu: {result.target.gpu} ({result.target.arch})")
     print(
         f"measured now: {result.measured_now} in {result.wall_s:.1f} s wall "
         f"({result.compile_s:.1f} s of compilation across workers); statuses: {report.status_line(result.statuses)}"
     )
+    if result.replayed:
+        print("pipeline: replayed, nothing compiled or measured")
+    elif result.measured_now:
+        print(f"pipeline: {result.compile_per_min:.1f} configurations compiled per minute; "
+              f"GPU idle {100 * result.gpu_idle:.0f}% of the wall time")
     if result.best:
         print(report.best_table(result.best))
     else:
@@ -208,6 +224,29 @@ def cmd_show(args: list[str]) -> int:
     return 0
 
 
+def cmd_export(args: list[str]) -> int:
+    from tilesearch.database import StorageError
+    from tilesearch.deploy import ArtifactError, NoTrialError, export
+
+    keys = ("out", "storage", "study", "arch")
+    pairs = parse_pairs(args)
+    options = {key: pairs.pop(key) for key in keys if key in pairs}
+    op, problem = _load_problem(pairs, settings_keys=keys)
+    if not options.get("out"):
+        raise UsageError("out=DIR is required: the directory to write the kernel artifact to")
+    try:
+        meta = export(op, problem, **options)
+    except (NoTrialError, StorageError, ArtifactError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    speed = f", {meta.speedup:.2f}x the PyTorch baseline" if meta.speedup else ""
+    note = " [synthetic figures, not measured]" if meta.synthetic else " [replayed]" if meta.replayed else ""
+    print(f"exported {meta.op} {meta.problem_key} for {meta.arch} to {options['out']}")
+    print(f"trial {meta.trial} of study {meta.study}: {meta.latency_ms:.4g} ms{speed}{note}")
+    print(f"config: {', '.join(f'{k}={v}' for k, v in meta.config.items())}")
+    print(f"kernel id: {meta.kernel_id}; load it with tilesearch.load({options['out']!r})")
+    return 0
+
+
 def cmd_ops(args: list[str]) -> int:
     from tilesearch import registry
     from tilesearch.target import Target
@@ -227,7 +266,7 @@ def cmd_ops(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"tune": cmd_tune, "worker": cmd_worker, "show": cmd_show, "ops": cmd_ops}
+COMMANDS = {"tune": cmd_tune, "worker": cmd_worker, "show": cmd_show, "export": cmd_export, "ops": cmd_ops}
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -159,7 +159,11 @@ class Operator(abc.ABC):
 
     def build(self, problem: Problem, config: Config, target: Target) -> Any:
         """Compiles one configuration; TileLang's disk cache makes a second call cheap."""
+        import logging
+
         import tilelang
+
+        logging.getLogger("tilelang").setLevel(logging.WARNING)  # TileLang logs as "tilelang"
 
         return tilelang.compile(
             self.program(problem, config),

@@ -20,7 +20,7 @@ class Progress:
         self._bar: Any = None
 
     def __enter__(self) -> Progress:
-        if self.enabled:
+        if self.enabled and self.total > 0:
             from tqdm import tqdm
 
             self._bar = tqdm(total=self.total, desc=self.label, unit="trial", file=sys.stderr, dynamic_ncols=True)

@@ -26,6 +26,7 @@ class Status(str, enum.Enum):
     RUN_TIMEOUT = "run_timeout"  # hung: the worker was killed and restarted
     WRONG_RESULT = "wrong_result"
     INTERRUPTED = "interrupted"  # the tuning process stopped before the trial finished
+    NOT_RECORDED = "not_recorded"  # a replay runner's dataset has no measurement of it
 
 
 @dataclass(frozen=True)

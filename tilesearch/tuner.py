@@ -26,9 +26,11 @@ from tilesearch.heartbeat import Heartbeat
 from tilesearch.op import Operator, Problem
 from tilesearch.progress import Progress
 from tilesearch.records import BuildResult, Candidate, Status
-from tilesearch.runner import LocalRunner, MeasureSettings, Runner
+from tilesearch.runner import MeasureSettings, Runner
+from tilesearch.runner import create as create_runner
 from tilesearch.space import Space
 from tilesearch.strategy import RandomStrategy, SearchContext, Strategy, create
+from tilesearch.strategy.hints import Hinted
 from tilesearch.target import Target
 
 MAX_IDLE_PROPOSALS = 64  # proposals in a row that launch nothing before falling back to random
@@ -40,8 +42,11 @@ class TuneSettings:
 
     Attributes:
         strategy: ``grid``, ``random``, ``tpe`` or any registered strategy name.
+        runner: ``local`` (measure on this machine's GPU) or ``replay:PATH`` (serve a dataset).
         trials: configurations to compile and measure in the study, counting earlier runs.
         seed: seeds the strategy and the inputs.
+        transfer: datasets (comma-separated paths) of other problems that ``xgb`` warm-starts from.
+        hints: ``carver`` tries TileLang Carver's recommended configurations first (any strategy).
         storage: Optuna storage URL (default ``sqlite:///tilesearch.db`` or ``$TILESEARCH_STORAGE``).
         study: study name; by default made from op, problem, GPU, arch and TileLang version.
         arch: compile target; by default the measuring GPU's (``sm_90a`` on H100/H200).
@@ -57,8 +62,11 @@ class TuneSettings:
     """
 
     strategy: str = "tpe"
+    runner: str = "local"
     trials: int = 64
     seed: int = 0
+    transfer: str = ""
+    hints: str = ""
     storage: str | None = None
     study: str | None = None
     arch: str | None = None
@@ -77,7 +85,12 @@ class TuneSettings:
 
 @dataclass
 class TuneResult:
-    """What a tuning run leaves: the study, its best correct trials, and counts."""
+    """What a tuning run leaves: the study, its best correct trials, and counts.
+
+    ``compile_per_min`` is configurations compiled per minute of the tuning loop's wall time
+    (first proposal to last record); ``gpu_idle`` the share of that time in which the runner
+    was not measuring.
+    """
 
     study: str
     storage: str | None
@@ -89,6 +102,8 @@ class TuneResult:
     wall_s: float = 0.0
     compile_s: float = 0.0
     replayed: bool = False
+    compile_per_min: float = 0.0
+    gpu_idle: float = 0.0
 
 
 def tune(
@@ -123,20 +138,25 @@ def tune(
         problem = operator.problem(**{**problem, **raw})
 
     start = time.perf_counter()
-    runner = runner or LocalRunner(
+    runner = runner or create_runner(
+        settings.runner,
         device=settings.device,
         timeout=settings.run_timeout,
-        settings=MeasureSettings(baseline=settings.baseline, seed=settings.seed),
+        measure=MeasureSettings(baseline=settings.baseline, seed=settings.seed),
     )
     try:
         target = runner.start()
         if settings.arch and settings.arch != target.arch:
             target = replace(target, arch=settings.arch)
-        search = strategy or create(settings.strategy, settings.seed)
-        space = space or operator.space(problem, target)
+        search = strategy or create(
+            settings.strategy, settings.seed, **({"transfer": settings.transfer} if settings.transfer else {})
+        )
+        if settings.hints:
+            search = Hinted(search, settings.hints)
+        space = runner.prepare(problem, space or operator.space(problem, target))
         db = TuningDatabase(
             settings.storage,
-            settings.study or study_name(problem, target, versions.tag()),
+            settings.study or ("replay:" if runner.replayed else "") + study_name(problem, target, versions.tag()),
             sampler=search.sampler(),
             info={
                 "op": problem.op,
@@ -168,6 +188,8 @@ def tune(
         wall_s=time.perf_counter() - start,
         compile_s=loop.compile_s,
         replayed=runner.replayed,
+        compile_per_min=60 * loop.builds / loop.wall_s if loop.wall_s else 0.0,
+        gpu_idle=1 - loop.run_s / loop.wall_s if loop.wall_s else 0.0,
     )
 
 
@@ -189,11 +211,21 @@ class _Loop:
         self.launched = 0
         self.measured = 0
         self.compile_s = 0.0
+        self.builds = 0
+        self.run_s = 0.0
+        self.wall_s = 0.0
         self.statuses: dict[str, int] = {}
         self.idle = 0
         self.progress = Progress(self.budget, f"{problem.op} {problem.key}", settings.progress, runner.replayed)
 
     def run(self) -> None:
+        start = time.perf_counter()
+        try:
+            self._run()
+        finally:
+            self.wall_s = time.perf_counter() - start
+
+    def _run(self) -> None:
         with self.progress, self.heartbeat:
             try:
                 while True:
@@ -270,7 +302,10 @@ class _Loop:
         self.heartbeat.drop(trial._trial_id)
         build = future.result()
         self.compile_s += build.compile_s
+        self.builds += 1
+        measured_at = time.perf_counter()
         run = self.runner.run(build.candidate) if build.ok else None
+        self.run_s += time.perf_counter() - measured_at
         self.db.record(trial, build, run)
         self.measured += 1
         status = run.status.value if run is not None else (

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import multiprocessing as mp
 import os
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -107,21 +108,36 @@ class IsolatedWorker:
         self.restarts += 1
         self.start()
 
-    def stop(self, kill: bool = False) -> None:
+    def ask_to_stop(self) -> None:
+        """Asks the child to exit after its current call, without waiting."""
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+
+    def stop(self, kill: bool = False, timeout: float = 5.0) -> None:
+        """Stops the child: it exits cleanly if idle within ``timeout`` s, else it is killed."""
         if self._proc is None:
             return
-        try:
-            if not kill and self._proc.is_alive():
-                self._conn.send(None)
-                self._proc.join(timeout=5)
-        except (BrokenPipeError, OSError):
-            pass
+        if not kill:
+            self.ask_to_stop()
+            self._proc.join(timeout=timeout)
         if self._proc.is_alive():
             self._proc.kill()
             self._proc.join(timeout=5)
         self._conn.close()
         self._proc = None
         self._conn = None
+
+    @staticmethod
+    def stop_all(workers: list[IsolatedWorker], timeout: float = 5.0) -> None:
+        """Stops many workers at once: all are asked first, then each gets what is left of ``timeout``."""
+        for worker in workers:
+            worker.ask_to_stop()
+        deadline = time.monotonic() + timeout
+        for worker in workers:
+            worker.stop(timeout=max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> IsolatedWorker:
         self.start()

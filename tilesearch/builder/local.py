@@ -70,5 +70,4 @@ class LocalBuilder(Builder):
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for worker in self._all:
-            worker.stop(kill=True)
+        IsolatedWorker.stop_all(self._all)

@@ -72,3 +72,55 @@ class SyntheticRunner(Runner):
         if ms is None:
             return RunResult(Status.WRONG_RESULT, error="synthetic wrong result", replayed=True)
         return RunResult(Status.OK, latency_ms=ms, tflops=1.0 / ms, replayed=True, extra={"synthetic": True})
+
+
+def gemm_latency(problem: dict[str, Any], config: dict[str, Any], target: Target) -> float | None:
+    """A made-up GEMM cost with the shape of the real one (wave quantisation, tile intensity,
+    pipeline depth, swizzle, a little hash noise), for developing strategies without data.
+    ``None`` stands for a configuration that fails (about 2% of them, chosen by hash)."""
+    c, p = config, problem
+    if int(digest("fail", c), 16) % 50 == 0:
+        return None
+    tiles = math.ceil(p["m"] / c["block_m"]) * math.ceil(p["n"] / c["block_n"])
+    smem = c["num_stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * 2
+    per_sm = max(1, min(target.smem_per_block // max(smem, 1), 2048 // c["threads"]))
+    slots = target.num_sms * per_sm
+    wave_eff = tiles / (math.ceil(tiles / slots) * slots)
+    intensity = c["block_m"] * c["block_n"] / (c["block_m"] + c["block_n"])
+    tile_eff = intensity / (intensity + 24.0)
+    k_iters = math.ceil(p["k"] / c["block_k"])
+    pipe_eff = 1.0 - 0.35 / c["num_stages"] ** 1.5 - (0.15 if c["num_stages"] > k_iters else 0.0)
+    fit = {"square": 1.0, "full_row": 0.97 if c["block_m"] >= c["block_n"] else 0.9,
+           "full_col": 0.97 if c["block_n"] >= c["block_m"] else 0.9}[c["warp_policy"]]
+    threads_eff = 1.0 if (c["threads"] == 256) == (c["block_m"] * c["block_n"] >= 128 * 128) else 0.93
+    swizzle = 1.0 if c["panel_size"] or tiles < 2 * target.num_sms else 0.94
+    noise = 1.0 + ((int(digest(c, p), 16) % 1000) / 1000 - 0.5) * 0.03
+    tflops = 700.0 * wave_eff * tile_eff * pipe_eff * fit * threads_eff * swizzle / noise
+    return 2.0 * p["m"] * p["n"] * p["k"] / (tflops * 1e12) * 1e3
+
+
+def synthetic_dataset(path: Any, problem: dict[str, Any], knobs: dict[str, Any], *, op: str = "gemm") -> Any:
+    """Writes a dataset of :func:`gemm_latency` figures for ``problem`` over the sub-space
+    ``knobs`` of ``op``'s space. Its header says SYNTHETIC and its GPU is ``synthetic``: never
+    commit one as data."""
+    from tilesearch import dataset, registry
+
+    operator = registry.load(op)
+    prob = operator.problem(**problem)
+    target = Target.from_arch("sm_90a", gpu="synthetic")
+    space = dataset.narrow(operator.space(prob, target), knobs)
+    rows = []
+    for config in space.enumerate():
+        ms = gemm_latency(prob.to_dict(), config, target)
+        compile_s = 3.0 + (int(digest("compile", config), 16) % 200) / 100
+        if ms is None:
+            rows.append(dataset.Row(config, "compile_error", error="synthetic failure", compile_s=compile_s))
+        else:
+            rows.append(dataset.Row(config, "ok", latency_ms=ms, tflops=operator.flops(prob) / ms / 1e9,
+                                    compile_s=compile_s, measure_s=0.8))
+    meta = dataset.header(
+        op=op, problem=prob.to_dict(), problem_key=prob.key, target=target.to_dict(), knobs=knobs,
+        valid_configs=len(rows), versions={}, date="synthetic", commit="synthetic",
+        notes="SYNTHETIC: made-up figures from tilesearch.testing.synthetic.gemm_latency, not measurements",
+    )
+    return dataset.write(path, meta, rows)

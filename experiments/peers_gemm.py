@@ -1,0 +1,238 @@
+"""tilesearch against TileLang's autotuner, Triton's autotune and cuBLAS on one GEMM grid (GPU).
+
+Each tool runs in its own process with an empty TileLang kernel cache, so every tool compiles
+from scratch; each process also times ``torch.matmul`` on the same inputs with the same method
+(``tilesearch.runner.measure.bench``: CUDA events, L2 flushed, median), and every figure is
+reported as a ratio to that. Tools:
+
+- ``tilelang``: ``tilelang.autotuner.autotune`` sweeping the grid (its correctness check on,
+  against ``torch.matmul``), wall time from the call to the tuned kernel.
+- ``grid``: tilesearch measuring every configuration of the grid (the grid's best, and our
+  compile throughput: configurations per minute over the build phase).
+- ``search``: tilesearch with ``--strategy`` (default ``xgb`` if registered, else ``tpe``) and
+  ``--trials`` trials over the same grid: wall time to its best.
+- ``triton``: a Triton matmul with ``triton.autotune`` over a standard configuration list.
+
+usage: python experiments/peers_gemm.py --out $OUT [--m 8192 --n 8192 --k 8192] [--tools tilelang,grid,search,triton]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GRID = dict(
+    block_m=(128, 256), block_n=(128, 256), block_k=(32, 64), num_stages=(3, 4),
+    threads=(128, 256), panel_size=(0, 8), warp_policy=("square",),
+)
+
+
+def grid_space():
+    from search_spaces.gemm import constraints
+    from tilesearch.space import Categorical, Space
+    from tilesearch.target import Target
+
+    return Space([Categorical(k, v) for k, v in GRID.items()], constraints("float16", Target.from_arch("sm_90a")))
+
+
+def inputs(m, n, k):
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    a = torch.randn((m, k), device="cuda", generator=g).half()
+    b = torch.randn((k, n), device="cuda", generator=g).half()
+    return a, b
+
+
+def time_pair(fn, m, n, k):
+    """Median ms of ``fn`` and of torch.matmul, interleaved."""
+    import torch
+
+    from tilesearch.runner.measure import MeasureSettings, bench
+
+    a, b = inputs(m, n, k)
+    out = torch.empty((m, n), device="cuda", dtype=torch.float16)
+    ours, base = bench([lambda: fn(a, b), lambda: torch.matmul(a, b, out=out)], MeasureSettings(), 50 * 2**20)
+    got = fn(a, b).double()
+    ref = a.double() @ b.double()
+    err = ((got - ref).norm() / ref.norm()).item()
+    return ours, base, err
+
+
+def tool_tilelang(m, n, k):
+    import tilelang
+    import tilelang.language as T
+    import torch
+    from tilelang.autotuner import autotune
+
+    configs = list(grid_space().enumerate())
+
+    @autotune(configs=configs, warmup=25, rep=100, ref_prog=lambda a, b, *rest: a @ b, rtol=1e-2, atol=1e-2)
+    @tilelang.jit(out_idx=[-1])
+    def kernel(block_m=128, block_n=128, block_k=32, num_stages=3, threads=128, panel_size=8, warp_policy="square"):
+        # imported here: TileLang's autotuner refuses closures over anything but plain values
+        from search_spaces.gemm import gemm_program
+
+        return gemm_program(m, n, k, "float16", "nn", block_m=block_m, block_n=block_n, block_k=block_k,
+                            num_stages=num_stages, threads=threads, panel_size=panel_size, warp_policy=warp_policy)
+
+    del T, torch
+    start = time.perf_counter()
+    tuned = kernel()
+    wall = time.perf_counter() - start
+    best = getattr(tuned, "config", None) or getattr(getattr(tuned, "autotune_result", None), "config", None)
+    ours, base, err = time_pair(lambda a, b: tuned(a, b), m, n, k)
+    return dict(tool="tilelang autotune", configs=len(configs), wall_s=wall, best_ms=ours, matmul_ms=base,
+                rel_err=err, best_config=str(best))
+
+
+def tool_tilesearch(m, n, k, strategy, trials, storage):
+    import tilesearch
+    from tilesearch.builder import LocalBuilder
+    from tilesearch.records import Candidate
+    from tilesearch.target import Target
+
+    space = grid_space()
+    result = {}
+    if strategy == "grid":
+        # compile throughput: the build phase alone, every configuration, all workers
+        configs = list(space.enumerate())
+        target = Target.from_arch("sm_90a")
+        start = time.perf_counter()
+        with LocalBuilder(timeout=600) as builder:
+            futures = [builder.submit(Candidate("gemm", dict(m=m, n=n, k=k, dtype="float16", layout="nn"), c, target))
+                       for c in configs]
+            ok = sum(f.result().ok for f in futures)
+        build_wall = time.perf_counter() - start
+        result.update(compiled=ok, build_wall_s=build_wall, configs_per_min=60 * ok / build_wall)
+        trials = len(configs)
+    start = time.perf_counter()
+    tuned = tilesearch.tune("gemm", m=m, n=n, k=k, space=space, strategy=strategy, trials=trials,
+                            storage=storage, progress=False)
+    wall = time.perf_counter() - start
+    best = tuned.best[0]
+    result.update(tool=f"tilesearch {strategy}", configs=space.count_valid(), trials=trials, wall_s=wall,
+                  best_ms=best.latency_ms, matmul_ms=best.baseline_ms, rel_err=best.rel_err, best_config=best.config,
+                  statuses=tuned.statuses)
+    return result
+
+
+def tool_triton(m, n, k):
+    import torch
+    import triton
+    import triton.language as tl
+
+    configs = [
+        triton.Config({"BM": bm, "BN": bn, "BK": bk, "G": 8}, num_stages=s, num_warps=w)
+        for bm, bn, bk, s, w in [
+            (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 32, 4, 4),
+            (64, 256, 32, 4, 4), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (128, 256, 128, 3, 8),
+        ]
+    ]
+
+    @triton.autotune(configs=configs, key=["M", "N", "K"])
+    @triton.jit
+    def mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, G: tl.constexpr):
+        pid = tl.program_id(0)
+        tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+        group = pid // (G * tiles_n)
+        first = group * G
+        rows = min(tiles_m - first, G)
+        pm = first + (pid % (G * tiles_n)) % rows
+        pn = (pid % (G * tiles_n)) // rows
+        om = pm * BM + tl.arange(0, BM)
+        on = pn * BN + tl.arange(0, BN)
+        ok = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kk in range(0, tl.cdiv(K, BK)):
+            kmask = ok[None, :] + kk * BK < K
+            x = tl.load(a + om[:, None] * sam + (ok[None, :] + kk * BK) * sak, mask=(om[:, None] < M) & kmask, other=0.0)
+            y = tl.load(b + (ok[:, None] + kk * BK) * sbk + on[None, :] * sbn,
+                        mask=(ok[:, None] + kk * BK < K) & (on[None, :] < N), other=0.0)
+            acc = tl.dot(x, y, acc)
+        tl.store(c + om[:, None] * scm + on[None, :] * scn, acc.to(tl.float16), mask=(om[:, None] < M) & (on[None, :] < N))
+
+    def run(a, b):
+        c = torch.empty((m, n), device="cuda", dtype=torch.float16)
+        grid = lambda meta: (triton.cdiv(m, meta["BM"]) * triton.cdiv(n, meta["BN"]),)  # noqa: E731
+        mm[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+        return c
+
+    a, b = inputs(m, n, k)
+    start = time.perf_counter()
+    run(a, b)
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    ours, base, err = time_pair(run, m, n, k)
+    return dict(tool="triton autotune", configs=len(configs), wall_s=wall, best_ms=ours, matmul_ms=base, rel_err=err,
+                best_config=str(mm.best_config))
+
+
+def child(args):
+    m, n, k = args.m, args.n, args.k
+    if args.tool == "tilelang":
+        res = tool_tilelang(m, n, k)
+    elif args.tool == "triton":
+        res = tool_triton(m, n, k)
+    else:
+        strategy = "grid" if args.tool == "grid" else args.strategy
+        res = tool_tilesearch(m, n, k, strategy, args.trials, f"sqlite:///{args.scratch}/ts.db")
+    res["tflops"] = 2 * m * n * k / (res["best_ms"] * 1e-3) / 1e12
+    res["vs_matmul"] = res["matmul_ms"] / res["best_ms"]
+    print("RESULT " + json.dumps(res, default=str), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--m", type=int, default=8192)
+    p.add_argument("--n", type=int, default=8192)
+    p.add_argument("--k", type=int, default=8192)
+    p.add_argument("--tools", default="tilelang,grid,search,triton")
+    p.add_argument("--strategy", default="")
+    p.add_argument("--trials", type=int, default=8)
+    p.add_argument("--out", default=os.environ.get("OUT", "out"))
+    p.add_argument("--tool")
+    p.add_argument("--scratch")
+    args = p.parse_args()
+    if args.tool:
+        return child(args)
+    from tilesearch import strategy as strategies
+
+    args.strategy = args.strategy or ("xgb" if "xgb" in strategies.STRATEGIES else "tpe")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for tool in args.tools.split(","):
+        scratch = tempfile.mkdtemp(prefix=f"peer-{tool}-")
+        env = {**os.environ, "TILELANG_CACHE_DIR": f"{scratch}/cache", "TILELANG_AUTO_TUNING_DISABLE_CACHE": "1",
+               "PYTHONUNBUFFERED": "1"}
+        cmd = [sys.executable, __file__, "--tool", tool, "--scratch", scratch, "--m", str(args.m), "--n", str(args.n),
+               "--k", str(args.k), "--strategy", args.strategy, "--trials", str(args.trials)]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        (out / f"peer_{tool}.log").write_text(proc.stdout + proc.stderr)
+        line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+        if not line:
+            print(f"{tool}: failed (rc {proc.returncode}); see peer_{tool}.log; tail:\n{proc.stderr[-1500:]}")
+            continue
+        res = json.loads(line[-1][7:])
+        res["process_wall_s"] = time.perf_counter() - start
+        rows.append(res)
+    (out / "peers_gemm.json").write_text(json.dumps(rows, indent=1, default=str))
+    print(f"\nGEMM {args.m}x{args.n}x{args.k} float16; each row's torch.matmul timed in the same process")
+    print(f"{'tool':<24}{'configs':>8}{'trials':>7}{'wall_s':>8}{'best_ms':>9}{'TFLOP/s':>9}{'vs_matmul':>10}{'rel_err':>10}")
+    for r in rows:
+        print(f"{r['tool']:<24}{r['configs']:>8}{r.get('trials', r['configs']):>7}{r['wall_s']:>8.1f}{r['best_ms']:>9.4f}"
+              f"{r['tflops']:>9.1f}{r['vs_matmul']:>10.3f}{r['rel_err']:>10.2e}")
+    for r in rows:
+        if "configs_per_min" in r:
+            print(f"tilesearch build phase: {r['compiled']} configs in {r['build_wall_s']:.1f} s = {r['configs_per_min']:.0f}/min")
+
+
+if __name__ == "__main__":
+    main()

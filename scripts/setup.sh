@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Creates .venv with tilesearch and everything it needs (idempotent). On machines without a GPU,
+# torch==2.13.0 is the CPU build; set TORCH_SPEC to choose another torch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
+.venv/bin/python -m pip install -q -e ".[test,postgres]"

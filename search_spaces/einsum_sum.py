@@ -1,0 +1,578 @@
+"""Einsum-sum: ``S = torch.einsum('thd,kd->thk', Q, K).sum(dim=1)``, i.e.
+``S[t, k] = sum_h sum_d Q[t, h, d] K[k, d]``.
+
+Q is ``[t, h, d]``, K is ``[k, d]``, both float16 or bfloat16; S is ``[t, k]`` in float32 (default)
+or in the input dtype. Any t, k, h, d >= 1: edges that are not multiples of a tile are predicated
+by TileLang's copies (out-of-range loads read zeros, out-of-range stores are skipped).
+
+Three algorithms behind the ``algorithm`` knob, searched in one space:
+
+- ``direct``: a block owns a ``block_t x block_k`` tile of S and accumulates the h products
+  ``Q[rows, h, :] @ K[cols, :]^T`` on tensor cores in float32, ``block_d`` columns of d at a time.
+  h times the arithmetic of the others; float32 accumulation throughout.
+- ``reduce_first``: ``S = (sum_h Q) @ K^T`` in two kernels. The first sums Q over h in float32 and
+  splits each sum x into ``hi = 16bit(x)`` and ``lo = 16bit(x - hi)`` (written to a workspace); the
+  second is a GEMM that accumulates ``hi @ K^T + lo @ K^T`` in float32. hi + lo carries 16
+  significant bits (bfloat16) or 22 (float16) of the float32 sum, so the result keeps float32-class
+  accuracy while the products stay on 16-bit tensor cores.
+- ``fused``: the same arithmetic in one kernel. A block sums its ``block_t`` query rows over h
+  into shared-memory hi/lo tiles once, then walks its share of the K tiles (all of them when
+  ``k_split`` is 1), writing one ``block_t x block_k`` tile of S per step; the write of S, which
+  dominates the cost, streams while the next K tile loads.
+
+Knobs that an algorithm does not use are pinned to their first value by constraints ("irrelevant
+for algorithm ..."), so the space enumerates each distinct kernel once.
+"""
+
+# no "from __future__ import annotations": TileLang reads the kernel signature's annotations as objects
+
+import functools
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from tilesearch.op import Operator, Param, Problem, ProblemError, Tolerance
+from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
+from tilesearch.target import Target
+
+DTYPES = ("bfloat16", "float16")
+OUT_DTYPES = ("float32", "bfloat16", "float16")
+ALGORITHMS = ("direct", "reduce_first", "fused")
+# how a tile of S leaves the registers: straight to global memory; staged in shared memory and
+# written by one bulk copy (TMA on sm_90 where S's rows are 16-byte aligned); or (fused only)
+# through two shared buffers whose TMA stores overlap the next tile's arithmetic
+EPILOGUES = ("fragment", "shared", "async")
+MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers; more spills on sm_90
+D_ALIGN = 32  # d is padded (with zeros) to a multiple of this inside the kernels
+REDUCE_ROWS = 32  # query rows per block of the reduce kernel of reduce_first
+REDUCE_THREADS = 128
+REDUCE_STAGES = 3
+
+# knobs each algorithm uses; every other knob is pinned to its first value
+USES = {
+    "direct": {"block_t", "block_k", "block_d", "num_stages", "threads", "epilogue"},
+    "reduce_first": {"block_t", "block_k", "block_d", "num_stages", "threads", "epilogue"},
+    "fused": {"block_t", "block_k", "num_stages", "threads", "k_split", "epilogue"},
+}
+
+ACCUMULATION_FLOOR = 5e-6  # relative error allowed any float32-accumulated result
+# unit roundoff of each dtype
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
+
+
+def padded_d(d: int) -> int:
+    return -(-d // D_ALIGN) * D_ALIGN
+
+
+def knobs() -> list[Any]:
+    return [
+        Categorical("algorithm", ALGORITHMS),
+        PowerOfTwo("block_t", 64, 256),
+        PowerOfTwo("block_k", 64, 256),
+        PowerOfTwo("block_d", 32, 128),
+        IntRange("num_stages", 1, 4),
+        Categorical("threads", (128, 256)),
+        Categorical("k_split", (1, 2, 4, 8)),
+        Categorical("epilogue", EPILOGUES),
+    ]
+
+
+def smem_bytes(config: Mapping[str, Any], d: int, out_dtype: str = "float32") -> int:
+    """Shared memory of one block, as TileLang 0.1.15 plans it: the fused kernel stages S tiles
+    inside its pipelined loop (beside the operands); the others after it (in the operands' space)."""
+    c = config
+    buffers = {"fragment": 0, "shared": 1, "async": 2}[c["epilogue"]]
+    staged = buffers * c["block_t"] * c["block_k"] * (4 if out_dtype == "float32" else 2)
+    operands = operand_smem_bytes(c, d)
+    return operands + staged if c["algorithm"] == "fused" else max(operands, staged)
+
+
+def operand_smem_bytes(config: Mapping[str, Any], d: int) -> int:
+    """Shared memory of the operand tiles of one block (2-byte elements)."""
+    c = config
+    if c["algorithm"] == "fused":
+        dp = padded_d(d)
+        # the Q staging tiles of the reduction share memory with hi/lo, which live after it
+        return 2 * (2 * c["block_t"] * dp + c["num_stages"] * c["block_k"] * dp)
+    if c["algorithm"] == "direct":
+        q_tiles = c["num_stages"] * c["block_t"] * c["block_d"]
+        k_once = c["block_d"] >= d  # one d step: K's tile is loaded once, not per stage
+        return 2 * (q_tiles + (1 if k_once else c["num_stages"]) * c["block_k"] * c["block_d"])
+    return 2 * c["num_stages"] * c["block_d"] * (2 * c["block_t"] + c["block_k"])
+
+
+def pipelined_steps(problem: Problem, config: Mapping[str, Any]) -> int:
+    """Iterations of the kernel's main pipelined loop."""
+    c = config
+    if c["algorithm"] == "fused":
+        k_tiles = -(-problem["k"] // c["block_k"])
+        return -(-k_tiles // min(c["k_split"], k_tiles))
+    d_steps = -(-problem["d"] // c["block_d"])
+    return problem["h"] * d_steps if c["algorithm"] == "direct" else d_steps
+
+
+def constraints(problem: Problem, target: Target) -> list[Any]:
+    d = problem["d"]
+    dp = padded_d(d)
+    limit = target.smem_per_block
+    first = {k.name: k.values()[0] for k in knobs()}
+
+    def irrelevant(c: Mapping[str, Any]) -> str | None:
+        used = USES[c["algorithm"]]
+        for name, value in first.items():
+            if name != "algorithm" and name not in used and c[name] != value:
+                return f"irrelevant for algorithm {c['algorithm']}: {name} is pinned to {value}"
+        return None
+
+    def d_tile(c: Mapping[str, Any]) -> str | None:
+        if c["algorithm"] != "fused" and c["block_d"] > D_ALIGN and c["block_d"] // 2 >= dp:
+            return f"block_d: {c['block_d']} is twice the padded d={dp} or more"
+        return None
+
+    def oversized(c: Mapping[str, Any]) -> str | None:
+        for knob, extent in (("block_t", problem["t"]), ("block_k", problem["k"])):
+            if c[knob] > 64 and c[knob] // 2 >= extent:
+                return f"{knob}: {c[knob]} is twice {knob[-1]}={extent} or more"
+        return None
+
+    def k_tiles(c: Mapping[str, Any]) -> str | None:
+        tiles = -(-problem["k"] // c["block_k"])
+        if c["k_split"] > 1 and c["k_split"] > tiles:
+            return f"k_split: {c['k_split']} > {tiles} tiles of k"
+        return None
+
+    def overlapped_stores(c: Mapping[str, Any]) -> str | None:
+        if c["epilogue"] != "async":
+            return None
+        if c["algorithm"] != "fused":
+            return "epilogue: async needs a loop that writes S (only the fused kernel has one)"
+        row_bytes = problem["k"] * (4 if problem["out_dtype"] == "float32" else 2)
+        if row_bytes % 16:
+            return f"epilogue: async stores by TMA, which needs S's rows ({row_bytes} B) 16-byte aligned"
+        return None
+
+    def stages(c: Mapping[str, Any]) -> str | None:
+        steps = pipelined_steps(problem, c)
+        if c["num_stages"] > 1 and c["num_stages"] > steps:
+            return f"num_stages: {c['num_stages']} > {steps} pipelined steps"
+        return None
+
+    def shared_memory(c: Mapping[str, Any]) -> str | None:
+        used = smem_bytes(c, d, problem["out_dtype"])
+        return f"shared memory: {used} B > {limit} B per block" if used > limit else None
+
+    def registers(c: Mapping[str, Any]) -> str | None:
+        acc = c["block_t"] * c["block_k"] // c["threads"]
+        if acc > MAX_ACCUMULATORS_PER_THREAD:
+            return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
+        if c["algorithm"] == "fused" and c["block_t"] * dp // c["threads"] > MAX_ACCUMULATORS_PER_THREAD:
+            return f"registers: {c['block_t'] * dp // c['threads']} float32 sums of Q per thread > {MAX_ACCUMULATORS_PER_THREAD}"
+        return None
+
+    return [irrelevant, oversized, d_tile, k_tiles, overlapped_stores, stages, shared_memory, registers]
+
+
+class EinsumSumOp(Operator):
+    """``einsum('thd,kd->thk', Q, K).sum(dim=1)`` by direct fusion or by reducing Q over h first."""
+
+    name = "einsum_sum"
+    description = "S = einsum('thd,kd->thk', Q, K).sum(1); fp16/bf16 in, fp32 accumulate, fp32 (or input dtype) out"
+    params = (
+        Param("t", int, minimum=1, help="queries: rows of Q and S"),
+        Param("k", int, minimum=1, help="keys: rows of K, columns of S"),
+        Param("h", int, minimum=1, help="heads: summed over"),
+        Param("d", int, minimum=1, help="head dimension: contracted"),
+        Param("dtype", str, default="bfloat16", choices=DTYPES),
+        Param("out_dtype", str, default="float32", choices=OUT_DTYPES, help="float32, or the input dtype"),
+    )
+
+    def problem(self, **raw: Any) -> Problem:
+        problem = super().problem(**raw)
+        if problem["out_dtype"] not in ("float32", problem["dtype"]):
+            raise ProblemError(
+                f"out_dtype={problem['out_dtype']} with dtype={problem['dtype']} would round to fewer bits "
+                f"than the PyTorch expression's {problem['dtype']} output; use float32 or {problem['dtype']}"
+            )
+        return problem
+
+    def space(self, problem: Problem, target: Target) -> Space:
+        return Space(knobs(), constraints(problem, target))
+
+    def program(self, problem: Problem, config: Config) -> Any:
+        """The tile program of ``config``; for ``reduce_first``, its GEMM (which runs after
+        :func:`reduce_program`, see :meth:`build`)."""
+        p, c = problem, config
+        shape = (p["t"], p["k"], p["h"], p["d"], p["dtype"], p["out_dtype"])
+        template = {"direct": direct_program, "reduce_first": hilo_gemm_program, "fused": fused_program}
+        return template[c["algorithm"]](*shape, **{name: c[name] for name in USES[c["algorithm"]]})
+
+    def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
+        """Turns TileLang's warp specialization off where 0.1.15 gets it wrong:
+
+        - fused: it specializes the first pipelined loop and then multi-buffers the second
+          loop's tiles twice over (double the shared memory);
+        - reduce_first when K's rows are not 16-byte aligned (d % 8 != 0): K is then copied by
+          the producer threads rather than by TMA, and its tile is released after the hi
+          product, while the lo product still reads it (a race: relative error 6.5e-4 at
+          t=1000, k=3001, h=3, d=71 on an H100).
+
+        Without it, both loops run as plain cp.async software pipelines.
+        """
+        unaligned_k = problem["d"] * 2 % 16 != 0
+        if config["algorithm"] == "fused" or (config["algorithm"] == "reduce_first" and unaligned_k):
+            return {"tl.disable_warp_specialized": True}
+        return {}
+
+    def build(self, problem: Problem, config: Config, target: Target) -> Any:
+        """Compiles the kernel of ``config``; for ``reduce_first``, both kernels, run in turn by a
+        :class:`ReduceThenGemm` (the reduce kernel, the same for every configuration of a
+        problem, is compiled once per process)."""
+        import logging
+
+        import tilelang  # noqa: F401  (configures its logger on import; quieted below)
+
+        logging.getLogger("tilelang").setLevel(logging.WARNING)
+        p = problem
+        if config["algorithm"] != "reduce_first":
+            return _compile(self.program(problem, config), target, self.pass_configs(problem, config))
+        reduce = _reduce_kernel(p["t"], p["h"], p["d"], p["dtype"], target)
+        gemm = _compile(self.program(problem, config), target, self.pass_configs(problem, config))
+        return ReduceThenGemm(reduce, gemm, rows=p["t"], cols=padded_d(p["d"]), dtype=p["dtype"])
+
+    def make_inputs(self, problem: Problem, device: Any, generator: Any) -> tuple[Any, ...]:
+        import torch
+
+        dtype = getattr(torch, problem["dtype"])
+        t, k, h, d = problem["t"], problem["k"], problem["h"], problem["d"]
+        q = torch.randn((t, h, d), device=device, generator=generator, dtype=torch.float32).to(dtype)
+        key = torch.randn((k, d), device=device, generator=generator, dtype=torch.float32).to(dtype)
+        return q, key
+
+    def make_outputs(self, problem: Problem, device: Any) -> tuple[Any, ...]:
+        import torch
+
+        return (torch.empty((problem["t"], problem["k"]), device=device, dtype=getattr(torch, problem["out_dtype"])),)
+
+    def reference(self, problem: Problem, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        return (reference(*inputs),)
+
+    def baseline(self, problem: Problem, inputs: Sequence[Any]) -> Any:
+        q, key = inputs
+        return lambda: pytorch_expression(q, key)
+
+    def flops(self, problem: Problem) -> float:
+        """The reduce-first count: ``t*h*d`` additions and a ``t x k x d`` product."""
+        t, k, h, d = problem["t"], problem["k"], problem["h"], problem["d"]
+        return float(t * h * d + 2 * t * k * d)
+
+    def bytes(self, problem: Problem) -> float:
+        t, k, h, d = problem["t"], problem["k"], problem["h"], problem["d"]
+        out = 4 if problem["out_dtype"] == "float32" else 2
+        return float(2 * (t * h * d + k * d) + out * t * k)
+
+    def tolerance(self, problem: Problem, config: Config) -> Tolerance:
+        """Each algorithm's own error, plus the rounding of S when ``out_dtype`` is 16-bit.
+
+        - Accumulation: a tensor-core step adds 16 products to the float32 accumulator and may
+          truncate by one float32 ulp (2^-23), so the error grows with the steps of the
+          reduction: h * padded d / 16 (direct) or 2 * padded d / 16 (hi and lo).
+        - The hi/lo split leaves less than 2^-16 (bfloat16) or 2^-22 (float16) of each sum;
+          emulated on CPU it costs 1e-6 to 2e-6 relative Frobenius error with bfloat16
+          (tests/test_einsum_sum.py), counted here with 10x room as 2e-5.
+        - A 16-bit output adds up to its unit roundoff (about 0.42 of it, relative Frobenius).
+
+        The max error (relative to max|S|) is allowed 4x the Frobenius one, as on CPU it ran to
+        3.2x. For bfloat16 in and float32 out at h=16, d=128 this gives 2.0e-5 (direct) and
+        2.7e-5 (hi/lo), about 100x below the PyTorch expression's own error (about 2.3e-3). The
+        first H100 run measured 2.1e-6 (direct) and 9.5e-7 (hi/lo) there.
+        """
+        dp = padded_d(problem["d"])
+        hilo = config["algorithm"] != "direct"
+        steps = -(-(2 * dp if hilo else problem["h"] * dp) // 16)
+        split = (2e-5 if problem["dtype"] == "bfloat16" else 1e-6) if hilo else 0.0
+        rel_fro = ACCUMULATION_FLOOR + steps * 2.0**-23 + split
+        max_rel = 4 * rel_fro
+        if problem["out_dtype"] != "float32":
+            u = UNIT_ROUNDOFF[problem["out_dtype"]]
+            rel_fro, max_rel = rel_fro + u, max_rel + u
+        return Tolerance(rel_fro=rel_fro, max_rel=max_rel)
+
+
+def _compile(program: Any, target: Target, pass_configs: dict[str, Any]) -> Any:
+    import tilelang
+
+    return tilelang.compile(program, target=target.tvm(), pass_configs=pass_configs or None)
+
+
+@functools.cache
+def _reduce_kernel(t: int, h: int, d: int, dtype: str, target: Target) -> Any:
+    return _compile(reduce_program(t, h, d, dtype), target, {})
+
+
+def reference(q: Any, key: Any) -> Any:
+    """S in float64 (summing over h first is exact enough in float64)."""
+    import torch
+
+    return q.to(torch.float64).sum(dim=1) @ key.to(torch.float64).T
+
+
+def pytorch_expression(q: Any, key: Any) -> Any:
+    """The expression this operator replaces, as users write it."""
+    import torch
+
+    return torch.einsum("thd,kd->thk", q, key).sum(dim=1)
+
+
+def split_hilo(x: Any, dtype: Any) -> tuple[Any, Any]:
+    """``hi = dtype(x)``, ``lo = dtype(x - hi)``: the split the kernels do, in torch (for tests)."""
+    import torch
+
+    hi = x.to(dtype)
+    lo = (x - hi.to(torch.float32)).to(dtype)
+    return hi, lo
+
+
+class ReduceThenGemm:
+    """The two kernels of ``reduce_first`` as one callable ``(Q, K, S)``, with its hi/lo workspace."""
+
+    def __init__(self, reduce: Any, gemm: Any, *, rows: int, cols: int, dtype: str) -> None:
+        self.reduce, self.gemm = reduce, gemm
+        self.shape, self.dtype = (rows, cols), dtype
+        self._workspace: dict[Any, tuple[Any, Any]] = {}
+
+    def __call__(self, q: Any, key: Any, s: Any) -> None:
+        import torch
+
+        if q.device not in self._workspace:
+            dtype = getattr(torch, self.dtype)
+            self._workspace[q.device] = tuple(torch.empty(self.shape, device=q.device, dtype=dtype) for _ in "hl")
+        hi, lo = self._workspace[q.device]
+        self.reduce(q, hi, lo)
+        self.gemm(hi, lo, key, s)
+
+    def get_kernel_source(self) -> str:
+        return self.reduce.get_kernel_source() + "\n" + self.gemm.get_kernel_source()
+
+    def export_library(self, path: str) -> None:
+        raise NotImplementedError(
+            "reduce_first runs two kernels and a workspace; tilesearch export writes one kernel: "
+            "export a direct or fused configuration"
+        )
+
+
+@functools.cache
+def macros() -> Any:
+    """TileLang macros shared by the templates (built on first use: importing this module does not
+    import TileLang)."""
+    import tilelang.language as T
+
+    @T.macro
+    def sum_heads_split(Q, row0, rows: int, dp: int, stages: int, q_tile, total, hi, lo):
+        """``hi + lo = sum_h Q[row0 : row0 + rows, h, :]`` summed in float32; zeros past t and d."""
+        T.clear(total)
+        for head in T.Pipelined(Q.shape[1], num_stages=stages):
+            T.copy(Q[row0 : row0 + rows, head, 0:dp], q_tile)
+            for i, j in T.Parallel(rows, dp):
+                total[i, j] += q_tile[i, j]
+        for i, j in T.Parallel(rows, dp):
+            hi[i, j] = total[i, j]
+        for i, j in T.Parallel(rows, dp):
+            lo[i, j] = total[i, j] - T.Cast("float32", hi[i, j])
+
+    @T.macro
+    def store_tile(acc, s_tile, S, row, col):
+        """Writes ``acc`` to ``S[row:, col:]``, through the shared tile ``s_tile`` unless it is None."""
+        if s_tile is None:
+            T.copy(acc, S[row, col])
+        else:
+            T.copy(acc, s_tile)
+            T.copy(s_tile, S[row, col])
+
+    return SimpleNamespace(sum_heads_split=sum_heads_split, store_tile=store_tile)
+
+
+def direct_program(
+    t: int,
+    k: int,
+    h: int,
+    d: int,
+    dtype: str = "bfloat16",
+    out_dtype: str = "float32",
+    *,
+    block_t: int = 128,
+    block_k: int = 128,
+    block_d: int = 64,
+    num_stages: int = 3,
+    threads: int = 256,
+    epilogue: str = "fragment",
+) -> Any:
+    """``direct``: a ``block_t x block_k`` tile of S accumulates ``Q[:, h, :] @ K^T`` over every h."""
+    import tilelang.language as T
+
+    d_steps = -(-d // block_d)
+    k_once = d_steps == 1  # K's tile is the same for every h: load it once
+    staged = epilogue == "shared"
+
+    @T.prim_func
+    def einsum_sum_direct(
+        Q: T.Tensor((t, h, d), dtype),
+        K: T.Tensor((k, d), dtype),
+        S: T.Tensor((t, k), out_dtype),
+    ):
+        with T.Kernel(T.ceildiv(k, block_k), T.ceildiv(t, block_t), threads=threads) as (bx, by):
+            q_tile = T.alloc_shared((block_t, block_d), dtype)
+            k_tile = T.alloc_shared((block_k, block_d), dtype)
+            acc = T.alloc_fragment((block_t, block_k), "float32")
+            s_tile = T.alloc_shared((block_t, block_k), out_dtype) if staged else None
+            T.clear(acc)
+            if k_once:
+                T.copy(K[bx * block_k : (bx + 1) * block_k, 0:block_d], k_tile)
+            for step in T.Pipelined(h * d_steps, num_stages=num_stages):
+                head = step // d_steps
+                d0 = (step % d_steps) * block_d
+                T.copy(Q[by * block_t : (by + 1) * block_t, head, d0 : d0 + block_d], q_tile)
+                if not k_once:
+                    T.copy(K[bx * block_k : (bx + 1) * block_k, d0 : d0 + block_d], k_tile)
+                T.gemm(q_tile, k_tile, acc, transpose_B=True)
+            macros().store_tile(acc, s_tile, S, by * block_t, bx * block_k)
+
+    return einsum_sum_direct
+
+
+def reduce_program(t: int, h: int, d: int, dtype: str = "bfloat16") -> Any:
+    """First kernel of ``reduce_first``: ``x = sum_h Q`` in float32, written as ``hi``/``lo``
+    ``[t, padded d]`` in ``dtype`` (the padding columns are zeros)."""
+    import tilelang.language as T
+
+    dp = padded_d(d)
+    rows = REDUCE_ROWS
+
+    @T.prim_func
+    def einsum_sum_reduce(
+        Q: T.Tensor((t, h, d), dtype),
+        Hi: T.Tensor((t, dp), dtype),
+        Lo: T.Tensor((t, dp), dtype),
+    ):
+        with T.Kernel(T.ceildiv(t, rows), threads=REDUCE_THREADS) as bx:
+            q_tile = T.alloc_shared((rows, dp), dtype)
+            total = T.alloc_fragment((rows, dp), "float32")
+            hi = T.alloc_fragment((rows, dp), dtype)
+            lo = T.alloc_fragment((rows, dp), dtype)
+            macros().sum_heads_split(Q, bx * rows, rows, dp, REDUCE_STAGES, q_tile, total, hi, lo)
+            T.copy(hi, Hi[bx * rows, 0])
+            T.copy(lo, Lo[bx * rows, 0])
+
+    return einsum_sum_reduce
+
+
+def hilo_gemm_program(
+    t: int,
+    k: int,
+    h: int,
+    d: int,
+    dtype: str = "bfloat16",
+    out_dtype: str = "float32",
+    *,
+    block_t: int = 128,
+    block_k: int = 128,
+    block_d: int = 64,
+    num_stages: int = 3,
+    threads: int = 256,
+    epilogue: str = "fragment",
+) -> Any:
+    """Second kernel of ``reduce_first``: ``S = hi @ K^T + lo @ K^T`` with float32 accumulation."""
+    import tilelang.language as T
+
+    dp = padded_d(d)
+    staged = epilogue == "shared"
+
+    @T.prim_func
+    def einsum_sum_hilo_gemm(
+        Hi: T.Tensor((t, dp), dtype),
+        Lo: T.Tensor((t, dp), dtype),
+        K: T.Tensor((k, d), dtype),
+        S: T.Tensor((t, k), out_dtype),
+    ):
+        with T.Kernel(T.ceildiv(k, block_k), T.ceildiv(t, block_t), threads=threads) as (bx, by):
+            hi_tile = T.alloc_shared((block_t, block_d), dtype)
+            lo_tile = T.alloc_shared((block_t, block_d), dtype)
+            k_tile = T.alloc_shared((block_k, block_d), dtype)
+            acc = T.alloc_fragment((block_t, block_k), "float32")
+            s_tile = T.alloc_shared((block_t, block_k), out_dtype) if staged else None
+            T.clear(acc)
+            for step in T.Pipelined(T.ceildiv(d, block_d), num_stages=num_stages):
+                T.copy(Hi[by * block_t, step * block_d], hi_tile)
+                T.copy(Lo[by * block_t, step * block_d], lo_tile)
+                T.copy(K[bx * block_k, step * block_d], k_tile)
+                T.gemm(hi_tile, k_tile, acc, transpose_B=True)
+                T.gemm(lo_tile, k_tile, acc, transpose_B=True)
+            macros().store_tile(acc, s_tile, S, by * block_t, bx * block_k)
+
+    return einsum_sum_hilo_gemm
+
+
+def fused_program(
+    t: int,
+    k: int,
+    h: int,
+    d: int,
+    dtype: str = "bfloat16",
+    out_dtype: str = "float32",
+    *,
+    block_t: int = 64,
+    block_k: int = 128,
+    num_stages: int = 2,
+    threads: int = 128,
+    k_split: int = 1,
+    epilogue: str = "fragment",
+) -> Any:
+    """``fused``: a block sums its query rows over h into shared hi/lo tiles, then walks
+    ``ceil(k_tiles / k_split)`` consecutive K tiles, writing a tile of S per step. With
+    ``epilogue="async"`` the tiles of S alternate between two shared buffers and leave by TMA
+    stores that are waited for only when their buffer comes round again, so writing one tile
+    overlaps computing the next."""
+    import tilelang.language as T
+
+    dp = padded_d(d)
+    k_tiles = -(-k // block_k)
+    per_block = -(-k_tiles // k_split)
+    splits = -(-k_tiles // per_block)
+    staged = epilogue == "shared"
+    overlapped = epilogue == "async"
+
+    @T.prim_func
+    def einsum_sum_fused(
+        Q: T.Tensor((t, h, d), dtype),
+        K: T.Tensor((k, d), dtype),
+        S: T.Tensor((t, k), out_dtype),
+    ):
+        with T.Kernel(splits, T.ceildiv(t, block_t), threads=threads) as (bx, by):
+            q_tile = T.alloc_shared((block_t, dp), dtype)
+            hi = T.alloc_shared((block_t, dp), dtype)
+            lo = T.alloc_shared((block_t, dp), dtype)
+            k_tile = T.alloc_shared((block_k, dp), dtype)
+            total = T.alloc_fragment((block_t, dp), "float32")
+            acc = T.alloc_fragment((block_t, block_k), "float32")
+            s_tile = T.alloc_shared((block_t, block_k), out_dtype) if staged else None
+            s_tiles = T.alloc_shared((2, block_t, block_k), out_dtype) if overlapped else None
+            macros().sum_heads_split(Q, by * block_t, block_t, dp, 2, q_tile, total, hi, lo)
+            for step in T.Pipelined(per_block, num_stages=num_stages):
+                col = (bx * per_block + step) * block_k
+                T.copy(K[col : col + block_k, 0:dp], k_tile)
+                T.clear(acc)
+                T.gemm(hi, k_tile, acc, transpose_B=True)
+                T.gemm(lo, k_tile, acc, transpose_B=True)
+                if overlapped:
+                    T.tma_store_wait(1)  # the store from this buffer, two steps ago, has read it
+                    T.copy(acc, s_tiles[step % 2, :, :])
+                    T.tma_copy(
+                        s_tiles[step % 2, :, :],
+                        S[by * block_t : (by + 1) * block_t, col : col + block_k],
+                        eviction_policy="evict_first",
+                    )
+                else:
+                    macros().store_tile(acc, s_tile, S, by * block_t, col)
+            if overlapped:
+                T.tma_store_wait(0)
+
+    return einsum_sum_fused

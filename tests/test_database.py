@@ -1,0 +1,89 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tilesearch.database import StorageError, TuningDatabase, find_studies, open_storage, storage_url
+from tilesearch.records import Status
+from tilesearch.testing.synthetic import SyntheticRunner
+from tilesearch.testing.toy import TOY_OP
+from tilesearch.tuner import tune
+
+
+def run_toy(storage, trials, runner=None, **kw):
+    runner = runner or SyntheticRunner()
+    result = tune(TOY_OP, {"size": 8}, runner=runner, storage=storage, trials=trials, progress=False, **kw)
+    return result, runner
+
+
+def test_every_trial_is_stored_with_its_figures(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'a.db'}"
+    result, runner = run_toy(storage, 6, strategy="random")
+    db = TuningDatabase(storage, result.study)
+    records = db.records()
+    assert len(records) == 6
+    for rec in records:
+        assert rec.status == Status.OK.value and rec.latency_ms > 0 and rec.config and rec.key
+    assert db.study.user_attrs["op"] == "toy" and db.study.user_attrs["problem"] == "size=8"
+    assert "tilelang" in db.study.user_attrs["versions"]
+    best = db.best(3)
+    assert [r.latency_ms for r in best] == sorted(r.latency_ms for r in records)[:3]
+    assert result.study.startswith("replay:toy[size=8]@synthetic/sm_90a/tilelang-")  # synthetic counts as replayed
+
+
+def test_wrong_results_are_never_best(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'b.db'}"
+    fastest_is_wrong = SyntheticRunner(lambda c: None if c["tile_a"] == 16 else 1.0 + c["depth"])
+    result, runner = run_toy(storage, 30, runner=fastest_is_wrong, strategy="grid")
+    assert result.statuses.get("wrong_result", 0) > 0
+    assert all(r.config["tile_a"] != 16 for r in result.best)
+
+
+def test_journal_and_memory_storages(tmp_path):
+    result, runner = run_toy(f"journal:{tmp_path / 'j.log'}", 4, strategy="grid")
+    assert len(runner.calls) == 4
+    _, again = run_toy(f"journal:{tmp_path / 'j.log'}", 4, strategy="grid")
+    assert again.calls == []
+    assert run_toy(":memory:", 3)[0].best
+
+
+def test_bad_storage_urls():
+    with pytest.raises(StorageError, match="not a storage URL"):
+        open_storage("results.db")
+    with pytest.raises(StorageError, match="cannot open"):
+        open_storage("nosuchdriver://x")
+
+
+def test_storage_url_default_and_env(monkeypatch):
+    monkeypatch.delenv("TILESEARCH_STORAGE", raising=False)
+    assert storage_url() == "sqlite:///tilesearch.db"
+    monkeypatch.setenv("TILESEARCH_STORAGE", "journal:x")
+    assert storage_url() == "journal:x" and storage_url("sqlite:///y") == "sqlite:///y"
+
+
+def test_trials_of_a_killed_process_are_marked_interrupted_and_remeasured(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'c.db'}"
+    result, _ = run_toy(storage, 3, strategy="grid")
+    db = TuningDatabase(storage, result.study)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    trial = db.ask(db.study.trials[0].distributions, params=None)
+    trial.set_user_attr("pid", int(dead.stdout))
+    trial.set_user_attr("key", "some-key")
+    assert db.fail_stale() == 1
+    rec = [r for r in db.records() if r.number == trial.number][0]
+    assert rec.status == Status.INTERRUPTED.value
+    assert "some-key" not in db.finished()
+    assert db.fail_stale() == 0 and os.getpid()
+
+
+def test_find_studies_filters_by_op_and_problem(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'd.db'}"
+    run_toy(storage, 2)
+    tune(TOY_OP, {"size": 9}, runner=SyntheticRunner(), storage=storage, trials=2, progress=False)
+    from tilesearch import registry
+
+    op = registry.load(TOY_OP)
+    assert len(find_studies(storage, "toy")) == 2
+    assert len(find_studies(storage, "toy", op.problem(size=9))) == 1
+    assert find_studies(storage, "gemm") == []

@@ -1,0 +1,88 @@
+import itertools
+import random
+
+import optuna
+import pytest
+
+from search_spaces.gemm import GemmOp, smem_bytes
+from tilesearch.space import Categorical, IntRange, PowerOfTwo, Space, config_key
+from tilesearch.target import Target
+
+
+def small_space():
+    def budget(c):
+        return "too big: a*b > 256" if c["a"] * c["b"] > 256 else None
+
+    return Space([PowerOfTwo("a", 4, 64), PowerOfTwo("b", 4, 64), IntRange("s", 1, 3), Categorical("p", ("x", "y"))], [budget])
+
+
+def test_knob_values():
+    assert PowerOfTwo("a", 16, 256).values() == (16, 32, 64, 128, 256)
+    assert IntRange("s", 2, 8, 3).values() == (2, 5, 8)
+    assert Categorical("p", ("x", "y")).values() == ("x", "y")
+    with pytest.raises(ValueError):
+        PowerOfTwo("a", 3, 8)
+    with pytest.raises(ValueError):
+        IntRange("s", 1, 4, 2)
+
+
+def test_enumeration_matches_brute_force():
+    space = small_space()
+    brute = [
+        dict(a=a, b=b, s=s, p=p)
+        for a, b, s, p in itertools.product((4, 8, 16, 32, 64), (4, 8, 16, 32, 64), (1, 2, 3), ("x", "y"))
+        if a * b <= 256
+    ]
+    assert space.size == 150
+    assert list(space.enumerate()) == brute
+    assert space.count_valid() == len(brute) == 90
+    assert space.pruned() == {"too big": 60}
+
+
+def test_why_invalid_names_the_problem():
+    space = small_space()
+    assert space.why_invalid(dict(a=64, b=64, s=1, p="x")) == "too big: a*b > 256"
+    assert "not in" in space.why_invalid(dict(a=5, b=4, s=1, p="x"))
+    assert "missing" in space.why_invalid(dict(a=4, b=4, s=1))
+    assert "unknown" in space.why_invalid(dict(a=4, b=4, s=1, p="x", q=1))
+
+
+def test_sampling_is_valid_and_seeded():
+    space = small_space()
+    a = [space.sample(random.Random(5)) for _ in range(3)]
+    b = [space.sample(random.Random(5)) for _ in range(3)]
+    assert a == b
+    rng = random.Random(0)
+    assert all(space.is_valid(space.sample(rng)) for _ in range(200))
+
+
+def test_optuna_round_trip_for_every_config():
+    space = small_space()
+    dists = space.distributions()
+    assert isinstance(dists["a"], optuna.distributions.IntDistribution)
+    for config in space.enumerate():
+        params = space.to_params(config)
+        for name, value in params.items():
+            assert dists[name]._contains(dists[name].to_internal_repr(value))
+        assert space.from_params(params) == config
+
+
+def test_config_key_is_order_independent():
+    assert config_key({"a": 1, "b": 2}) == config_key({"b": 2, "a": 1})
+
+
+def test_gemm_space_prunes_by_shared_memory_and_registers():
+    op = GemmOp()
+    problem = op.problem(m=4096, n=4096, k=4096)
+    space = op.space(problem, Target.from_arch("sm_90a"))
+    big = dict(block_m=256, block_n=256, block_k=128, num_stages=5, threads=256, panel_size=8, warp_policy="square")
+    assert smem_bytes(big, "float16") == 5 * (256 * 128 * 2) * 2
+    assert space.why_invalid(big).startswith("shared memory")
+    regs = dict(block_m=256, block_n=256, block_k=32, num_stages=2, threads=128, panel_size=0, warp_policy="square")
+    assert space.why_invalid(regs).startswith("registers")
+    valid = list(space.enumerate())
+    assert all(smem_bytes(c, "float16") <= 232_448 for c in valid)
+    assert 0 < len(valid) < space.size
+    # a smaller shared memory limit prunes more
+    small = op.space(problem, Target.from_arch("sm_86"))
+    assert small.count_valid() < len(valid)

@@ -1,0 +1,86 @@
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilesearch import dataset
+from tilesearch.testing.synthetic import synthetic_dataset
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+import strategy_benchmark as sb  # noqa: E402
+
+KNOBS = {"block_m": (64, 128), "block_n": (64, 128, 256), "block_k": (32, 64), "num_stages": (2, 3), "threads": (128, 256),
+         "panel_size": (0,), "warp_policy": ("square",)}
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    synthetic_dataset(tmp_path / "a.jsonl.gz", {"m": 4096, "n": 4096, "k": 4096}, KNOBS)
+    synthetic_dataset(tmp_path / "b.jsonl.gz", {"m": 2048, "n": 2048, "k": 8192}, KNOBS)
+    return tmp_path
+
+
+def _relabel(directory):
+    """The benchmark refuses files whose GPU is ``synthetic``; these copies stand in for data."""
+    for path in directory.glob("*.jsonl.gz"):
+        d = dataset.load(path)
+        dataset.write(path, {**d.meta, "gpu": "test-gpu", "target": {**d.meta["target"], "gpu": "test-gpu"}}, d.rows)
+
+
+def test_benchmark_runs_end_to_end_on_tiny_datasets(data_dir, tmp_path):
+    _relabel(data_dir)
+    out = tmp_path / "out"
+    assert sb.main(["--data", str(data_dir), "--out", str(out), "--seeds", "2", "--min-horizon", "4",
+                    "--strategies", "grid,random,tpe,xgb,xgb+transfer"]) == 0
+    text = (out / "results.md").read_text()
+    for name in ("grid", "random", "tpe", "xgb", "xgb+transfer (from b.jsonl.gz)", "xgb+transfer (from a.jsonl.gz)"):
+        assert f"| {name} |" in text
+    assert "### Targets" in text and "SYNTHETIC" not in text
+    assert set(__import__("json").loads((out / "results.json").read_text())) == {"a", "b"}
+    pytest.importorskip("matplotlib")
+    assert sorted(p.name for p in out.glob("convergence_*.png")) == ["convergence_a.png", "convergence_b.png"]
+
+
+def test_refuses_synthetic_files_as_data(data_dir, tmp_path, capsys):
+    assert sb.main(["--data", str(data_dir), "--out", str(tmp_path / "o"), "--seeds", "1"]) == 2
+    assert "no datasets" in capsys.readouterr().err
+
+
+def test_trials_to_target_and_grid_order(data_dir):
+    d = dataset.load(data_dir / "a.jsonl.gz")
+    best = d.best().tflops
+    run = sb.run_one(d, "grid", 0, horizon=4, cap=8, batch=1)
+    assert len(run.tflops) == len(d)  # grid and random walk their whole order
+    first = next(i for i, t in enumerate(run.tflops, 1) if t is not None and t >= 0.97 * best)
+    assert run.trials_to(0.97, best) == first
+    assert sb.Run("x", 0, [None, 1.0], [None, 2.0], [1, 1], 0).trials_to(0.97, 2.0) == math.inf
+
+
+def test_tuner_driven_runs_stop_at_the_cap(data_dir):
+    d = dataset.load(data_dir / "a.jsonl.gz")
+    run = sb.run_one(d, "xgb", 0, horizon=3, cap=5, batch=2)
+    assert 5 <= len(run.tflops) <= 6  # the batch in flight when the cap is reached still lands
+
+
+def test_willemsen_score_is_one_at_the_optimum_and_near_zero_for_random_search(data_dir):
+    d = dataset.load(data_dir / "a.jsonl.gz")
+    setup = sb.score_setup(d, 0.96, 0.5)
+    best = d.best()
+    oracle = sb.Run("oracle", 0, [best.tflops], [best.latency_ms], [1e-9], 0.0)
+    assert sb.willemsen_score(oracle, setup) == pytest.approx(1.0)
+    # a run that has, at each moment, what random search is expected to have found by then
+    per_trial = float(np.mean([(r.compile_s or 0) + (r.measure_s or 0) for r in d.rows]))
+    times = setup["times"]
+    worst_first = np.sort([r.latency_ms for r in d.ok_rows()])[::-1]
+    draws = np.maximum(1, np.round(times / per_trial))
+    expected = worst_first[sb._random_index(draws, len(worst_first))]
+    steps = np.diff(np.concatenate([[0.0], times]))
+    as_random = sb.Run("rs", 0, [1.0] * len(times), list(expected), list(steps), 0.0)
+    assert sb.willemsen_score(as_random, setup) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_nearest_prefers_the_closest_shape(data_dir):
+    a, b = dataset.load(data_dir / "a.jsonl.gz"), dataset.load(data_dir / "b.jsonl.gz")
+    assert sb.nearest(a, [a, b]) is b and sb.nearest(a, [a]) is None

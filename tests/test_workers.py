@@ -1,0 +1,40 @@
+from tilesearch.workers import IsolatedWorker
+
+CALLS = "tilesearch.testing.calls"
+
+
+def test_value_comes_back():
+    with IsolatedWorker() as worker:
+        result = worker.call(f"{CALLS}:echo", {"a": [1, 2]}, timeout=60)
+    assert result.ok and result.value == {"a": [1, 2]}
+
+
+def test_exception_is_data_and_worker_survives():
+    with IsolatedWorker() as worker:
+        first = worker.pid
+        result = worker.call(f"{CALLS}:fail", "kaput", timeout=60)
+        assert not result.ok and "RuntimeError: kaput" in result.error
+        assert worker.call(f"{CALLS}:pid", timeout=60).value == first
+
+
+def test_crash_is_reported_and_worker_restarts():
+    with IsolatedWorker(name="w") as worker:
+        first = worker.call(f"{CALLS}:pid", timeout=60).value
+        result = worker.call(f"{CALLS}:crash", 7, timeout=60)
+        assert result.died and "exit code 7" in result.error
+        again = worker.call(f"{CALLS}:echo", 1, timeout=60)
+        assert again.ok and worker.call(f"{CALLS}:pid", timeout=60).value != first
+
+
+def test_hang_is_killed_after_timeout_and_worker_restarts():
+    with IsolatedWorker() as worker:
+        result = worker.call(f"{CALLS}:hang", timeout=1.0)
+        assert result.timed_out and not result.ok
+        assert worker.restarts == 1
+        assert worker.call(f"{CALLS}:echo", "alive", timeout=60).value == "alive"
+
+
+def test_environment_reaches_the_child():
+    with IsolatedWorker(env={"TILESEARCH_TEST_VAR": "42"}) as worker:
+        result = worker.call("os:getenv", "TILESEARCH_TEST_VAR", timeout=60)
+    assert result.value == "42"

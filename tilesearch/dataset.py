@@ -1,0 +1,252 @@
+"""Replay datasets: every configuration of a (sub-)space measured once, kept as a file.
+
+A dataset is one sweep of one problem of one op on one GPU, written as JSON lines, gzip'd when
+the file name ends in ``.gz`` (``experiments/data/*.jsonl.gz``). The first line is the header,
+every further line one configuration::
+
+    {"type": "header", "format": "tilesearch-sweep", "version": 1, "op": "gemm",
+     "problem": {"m": 8192, ...}, "problem_key": "m=8192,...", "target": {"arch": "sm_90a", ...},
+     "gpu": "NVIDIA H100 80GB HBM3", "date": "2025-...Z", "tilesearch_commit": "8211927...",
+     "versions": {"tilelang": "0.1.15", ...}, "knobs": {"block_m": [64, 128, 256], ...},
+     "valid_configs": 504, "complete": true, "measure": {...}, "notes": "..."}
+    {"type": "row", "config": {"block_m": 128, ...}, "status": "ok", "error": null,
+     "latency_ms": 1.23, "tflops": 893.1, "baseline_ms": 1.31, "speedup": 1.06,
+     "rel_err": 0.0004, "compile_s": 4.1, "measure_s": 0.9}
+
+``status`` is a :class:`~tilesearch.records.Status` value; figures a configuration does not have
+(a compile error has no latency) are ``null``. ``error`` is cut to :data:`ERROR_CHARS` characters.
+``knobs`` lists the values swept per knob; rows are the configurations of their product that
+the op's constraints accept (``valid_configs`` of them; ``complete`` says whether all were
+recorded). ``experiments/data/README.md`` describes the same format for readers of the data.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tilesearch.records import Status
+from tilesearch.space import Categorical, Config, IntRange, Knob, PowerOfTwo, Space, config_key
+
+FORMAT = "tilesearch-sweep"
+VERSION = 1
+ERROR_CHARS = 300
+FIGURES = ("latency_ms", "tflops", "baseline_ms", "speedup", "rel_err", "compile_s", "measure_s")
+
+
+class DatasetError(ValueError):
+    """A file that is not a tilesearch sweep, or a row that does not fit its header."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One configuration's outcome."""
+
+    config: Config
+    status: str
+    error: str | None = None
+    latency_ms: float | None = None
+    tflops: float | None = None
+    baseline_ms: float | None = None
+    speedup: float | None = None
+    rel_err: float | None = None
+    compile_s: float | None = None
+    measure_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK.value and self.latency_ms is not None
+
+    def to_json(self) -> dict[str, Any]:
+        error = self.error if self.error is None else short_error(self.error)
+        return {"type": "row", "config": self.config, "status": self.status, "error": error,
+                **{name: getattr(self, name) for name in FIGURES}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Row:
+        return cls(config=dict(data["config"]), status=str(data["status"]), error=data.get("error"),
+                   **{name: data.get(name) for name in FIGURES})
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A header (``meta``) and its rows; rows are looked up by configuration."""
+
+    meta: dict[str, Any]
+    rows: tuple[Row, ...]
+    path: str | None = None
+    _index: dict[str, Row] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._index.update({config_key(r.config): r for r in self.rows})
+
+    @property
+    def op(self) -> str:
+        return self.meta["op"]
+
+    @property
+    def problem(self) -> dict[str, Any]:
+        return dict(self.meta["problem"])
+
+    @property
+    def knobs(self) -> dict[str, list[Any]]:
+        return {k: list(v) for k, v in self.meta["knobs"].items()}
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name.split(".")[0] if self.path else self.meta.get("problem_key", "dataset")
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def get(self, config: Mapping[str, Any]) -> Row | None:
+        return self._index.get(config_key(config))
+
+    def ok_rows(self) -> list[Row]:
+        return [r for r in self.rows if r.ok]
+
+    def best(self) -> Row:
+        ok = self.ok_rows()
+        if not ok:
+            raise DatasetError(f"{self.path or 'dataset'} has no correct configuration")
+        return min(ok, key=lambda r: r.latency_ms)
+
+    def restrict(self, space: Space) -> Space:
+        """``space`` with each knob narrowed to the values this dataset swept (constraints kept)."""
+        knobs = self.knobs
+        if set(knobs) != set(space.names):
+            raise DatasetError(f"{self.name} sweeps knobs {sorted(knobs)}; the space has {sorted(space.names)}")
+        common = {name: [v for v in space[name].values() if v in values] for name, values in knobs.items()}
+        empty = [name for name, values in common.items() if not values]
+        if empty:
+            raise DatasetError(f"{self.name} has no value of {empty} that the space allows")
+        return narrow(space, common)
+
+
+def narrow(space: Space, knobs: Mapping[str, Sequence[Any]]) -> Space:
+    """The sub-space of ``space`` whose knobs take only the listed values (constraints kept);
+    a knob not listed keeps all its values."""
+    unknown = sorted(set(knobs) - set(space.names))
+    if unknown:
+        raise DatasetError(f"knobs {unknown} are not in the space {list(space.names)}")
+    narrowed = []
+    for knob in space.knobs:
+        if knob.name not in knobs:
+            narrowed.append(knob)
+            continue
+        extra = [v for v in knobs[knob.name] if v not in knob.values()]
+        if extra:
+            raise DatasetError(f"values {extra} of {knob.name} are not in the space ({knob.describe()})")
+        narrowed.append(_subset(knob, tuple(v for v in knob.values() if v in knobs[knob.name])))
+    return Space(narrowed, space.constraints)
+
+
+def _subset(knob: Knob, values: tuple[Any, ...]) -> Knob:
+    """A knob of the same kind over ``values`` where they still form one (so that samplers see
+    ordered knobs as ordered), else a categorical one."""
+    if isinstance(knob, PowerOfTwo) and values == PowerOfTwo(knob.name, values[0], values[-1]).values():
+        return PowerOfTwo(knob.name, values[0], values[-1])
+    if isinstance(knob, IntRange):
+        step = values[1] - values[0] if len(values) > 1 else 1
+        if values == tuple(range(values[0], values[-1] + 1, step)):
+            return IntRange(knob.name, values[0], values[-1], step)
+    return Categorical(knob.name, values)
+
+
+def short_error(text: str, limit: int = ERROR_CHARS) -> str:
+    """The first line of an error that says what went wrong, cut to ``limit`` characters."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    head = next((ln for ln in lines if not ln.startswith(("Traceback", "File ", "^"))), lines[0] if lines else "")
+    return head[:limit]
+
+
+def header(
+    *,
+    op: str,
+    problem: Mapping[str, Any],
+    problem_key: str,
+    target: Mapping[str, Any],
+    knobs: Mapping[str, Sequence[Any]],
+    valid_configs: int,
+    versions: Mapping[str, Any],
+    date: str,
+    commit: str,
+    measure: Mapping[str, Any] | None = None,
+    notes: str = "",
+) -> dict[str, Any]:
+    """A header record (see the module docstring); ``complete`` is filled in by :func:`write`."""
+    return {
+        "type": "header", "format": FORMAT, "version": VERSION, "op": op, "problem": dict(problem),
+        "problem_key": problem_key, "target": dict(target), "gpu": target.get("gpu", "none"),
+        "date": date, "tilesearch_commit": commit, "versions": dict(versions),
+        "knobs": {k: list(v) for k, v in knobs.items()}, "valid_configs": valid_configs,
+        "measure": dict(measure or {}), "notes": notes,
+    }
+
+
+def _open(path: str | Path, mode: str) -> IO[str]:
+    if str(path).endswith(".gz"):
+        return gzip.open(path, mode + "t", encoding="utf-8")  # type: ignore[return-value]
+    return open(path, mode, encoding="utf-8")
+
+
+def write(path: str | Path, meta: Mapping[str, Any], rows: Iterable[Row]) -> Dataset:
+    """Writes a dataset (gzip'd if ``path`` ends in ``.gz``), rows sorted by configuration."""
+    rows = sorted(rows, key=lambda r: config_key(r.config))
+    keys = [config_key(r.config) for r in rows]
+    if len(set(keys)) != len(keys):
+        raise DatasetError("a configuration appears twice")
+    meta = {**meta, "rows": len(rows), "complete": len(rows) >= int(meta.get("valid_configs", 0))}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with _open(path, "w") as f:
+        f.write(json.dumps(meta, sort_keys=True) + "\n")
+        for row in rows:
+            f.write(json.dumps(row.to_json(), sort_keys=True) + "\n")
+    return Dataset(dict(meta), tuple(rows), str(path))
+
+
+def _lines(path: str | Path) -> Iterator[dict[str, Any]]:
+    with _open(path, "r") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{path}:{number}: not JSON ({exc})") from None
+
+
+def load(path: str | Path) -> Dataset:
+    """Reads a dataset written by :func:`write`."""
+    if not Path(path).exists():
+        raise DatasetError(f"no dataset at {path}")
+    lines = _lines(path)
+    meta = next(lines, None)
+    if not meta or meta.get("type") != "header" or meta.get("format") != FORMAT:
+        raise DatasetError(f"{path} is not a {FORMAT} file (its first line is not a header)")
+    if meta.get("version") != VERSION:
+        raise DatasetError(f"{path} has format version {meta.get('version')}; this reader knows {VERSION}")
+    rows = tuple(Row.from_json(d) for d in lines if d.get("type") == "row")
+    return Dataset(meta, rows, str(path))
+
+
+def rows_from_records(records: Iterable[Any]) -> list[Row]:
+    """Dataset rows from a study's :class:`~tilesearch.database.TrialRecord`s: the first finished
+    record of each configuration, pruned and interrupted ones left out."""
+    rows: dict[str, Row] = {}
+    for rec in records:
+        if rec.duplicate_of is not None or rec.status in (Status.INVALID.value, Status.INTERRUPTED.value, "running"):
+            continue
+        key = config_key(rec.config)
+        if key not in rows:
+            rows[key] = Row(config=rec.config, status=rec.status, error=rec.error,
+                            **{name: getattr(rec, name) for name in FIGURES})
+    return list(rows.values())
+
+
+def load_dir(directory: str | Path, pattern: str = "*.jsonl*") -> list[Dataset]:
+    """Every dataset in ``directory``, sorted by file name."""
+    return [load(p) for p in sorted(Path(directory).glob(pattern))]

@@ -1,0 +1,216 @@
+"""The kernel artifact on disk: a directory with the compiled library and ``metadata.json``.
+
+``kernel.so`` is TVM-FFI's exported library (host launcher plus the embedded CUDA binary), which
+loads with ``tvm_ffi.load_module`` and no compiler; ``kernel.cu`` is the CUDA source it was built
+from, kept for reading. ``metadata.json`` says what the kernel computes, for which GPU, with which
+software, how fast it was measured, and the SHA-256 of every file; its ``content_hash`` covers
+those digests and every other metadata field, so a changed byte anywhere is caught at load.
+
+Nothing here imports torch or TileLang.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+FORMAT = "tilesearch-kernel/1"
+METADATA = "metadata.json"
+LIBRARY = "kernel.so"
+SOURCE = "kernel.cu"
+MEMORY_LAYOUT = "row-major contiguous"
+
+
+class ArtifactError(RuntimeError):
+    """An artifact that cannot be written or used."""
+
+
+class CorruptArtifactError(ArtifactError):
+    """An artifact whose files do not match the hashes in its metadata, or are missing."""
+
+
+class ArchitectureError(ArtifactError):
+    """An artifact compiled for another GPU architecture than the device it would run on."""
+
+
+class BadTensorError(ValueError):
+    """A tensor argument that the kernel was not built for (shape, dtype, device or layout)."""
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor argument of the kernel: its name, shape and torch dtype name (``float16``)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TensorSpec:
+        return cls(str(data["name"]), tuple(int(d) for d in data["shape"]), str(data["dtype"]))
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """Everything ``metadata.json`` holds.
+
+    Attributes:
+        op: operator name (``gemm``).
+        params: the problem's parameters (``m``, ``n``, ``k``, ``dtype``, ``layout``).
+        dtype: the problem's ``dtype`` parameter, if it has one.
+        layout: the problem's ``layout`` parameter (``nn``/``nt`` for GEMM), if it has one.
+        memory_layout: how tensors must be laid out in memory.
+        config: the knob values of the tuned configuration.
+        arch: CUDA architecture the kernel was compiled for (``sm_90a``).
+        entry: the kernel's function name in ``kernel.so``.
+        inputs: tensors the caller passes, in order.
+        outputs: tensors the kernel writes, after the inputs in the launch.
+        versions: software the artifact was built with (TileLang, TVM, TVM-FFI, torch, CUDA...).
+        tuned_with: software versions of the tuning study.
+        gpu: GPU the configuration was measured on.
+        latency_ms: its median latency in the study.
+        baseline_ms: the op's PyTorch baseline, timed beside it.
+        speedup: ``baseline_ms / latency_ms``.
+        tflops: achieved throughput.
+        study: the Optuna study the trial comes from.
+        trial: the trial's number in that study.
+        trial_key: the trial's content key (op, problem, config, arch).
+        replayed: the study's figures were served from a recorded dataset, not measured by it.
+        synthetic: the figures are made up (a test), not measurements at all.
+        exported_at: local time of the export.
+        files: file name -> SHA-256 of every file in the artifact but this one.
+        content_hash: SHA-256 over all fields above (see :func:`content_hash`).
+    """
+
+    op: str
+    params: dict[str, Any]
+    config: dict[str, Any]
+    arch: str
+    entry: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    dtype: str | None = None
+    layout: str | None = None
+    memory_layout: str = MEMORY_LAYOUT
+    versions: dict[str, str] = field(default_factory=dict)
+    tuned_with: dict[str, str] = field(default_factory=dict)
+    gpu: str | None = None
+    latency_ms: float | None = None
+    baseline_ms: float | None = None
+    speedup: float | None = None
+    tflops: float | None = None
+    study: str | None = None
+    trial: int | None = None
+    trial_key: str | None = None
+    replayed: bool = False
+    synthetic: bool = False
+    exported_at: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    content_hash: str = ""
+    format: str = FORMAT
+
+    @property
+    def problem_key(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.params.items())
+
+    @property
+    def kernel_id(self) -> str:
+        """Short name of this exact kernel: op and the first 16 hex digits of its hash."""
+        return f"{self.op}-{self.content_hash[:16]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["inputs"] = [asdict(t) | {"shape": list(t.shape)} for t in self.inputs]
+        data["outputs"] = [asdict(t) | {"shape": list(t.shape)} for t in self.outputs]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Metadata:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["inputs"] = tuple(TensorSpec.from_dict(t) for t in data["inputs"])
+        values["outputs"] = tuple(TensorSpec.from_dict(t) for t in data["outputs"])
+        return cls(**values)
+
+
+def file_digest(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def content_hash(metadata: Metadata) -> str:
+    """SHA-256 of the metadata's canonical JSON, ``content_hash`` itself left out."""
+    data = metadata.to_dict()
+    data.pop("content_hash")
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def seal(directory: str | Path, metadata: Metadata) -> Metadata:
+    """Hashes every file in ``directory``, then writes ``metadata.json`` with the digests."""
+    directory = Path(directory)
+    files = {
+        p.name: file_digest(p) for p in sorted(directory.iterdir()) if p.is_file() and p.name != METADATA
+    }
+    sealed = replace(metadata, files=files, content_hash="")
+    sealed = replace(sealed, content_hash=content_hash(sealed))
+    (directory / METADATA).write_text(json.dumps(sealed.to_dict(), indent=2) + "\n")
+    return sealed
+
+
+def read(directory: str | Path) -> Metadata:
+    """Reads and verifies an artifact. Raises :class:`CorruptArtifactError` if any file is
+    missing or differs from its recorded hash, or the metadata was edited."""
+    directory = Path(directory)
+    path = directory / METADATA
+    if not directory.is_dir():
+        raise ArtifactError(f"{directory} is not a directory; export a kernel there with tilesearch export")
+    if not path.is_file():
+        raise CorruptArtifactError(f"{directory} has no {METADATA}: not a tilesearch kernel artifact")
+    try:
+        metadata = Metadata.from_dict(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptArtifactError(f"{path} is unreadable: {exc}") from None
+    if metadata.format != FORMAT:
+        raise ArtifactError(f"{directory} has format {metadata.format!r}; this tilesearch reads {FORMAT!r}")
+    if LIBRARY not in metadata.files:
+        raise CorruptArtifactError(f"{path} lists no {LIBRARY}")
+    for name, expected in metadata.files.items():
+        file = directory / name
+        if not file.is_file():
+            raise CorruptArtifactError(f"{directory} is missing {name}; export the kernel again")
+        if file_digest(file) != expected:
+            raise CorruptArtifactError(
+                f"{file} does not match its SHA-256 in {METADATA} (corrupted or modified); export the kernel again"
+            )
+    if content_hash(metadata) != metadata.content_hash:
+        raise CorruptArtifactError(f"{path} was modified after export (content hash mismatch); export the kernel again")
+    return metadata
+
+
+def capability(arch: str) -> tuple[int, int]:
+    """``sm_90a`` -> ``(9, 0)``; ``sm_120`` -> ``(12, 0)``."""
+    match = re.fullmatch(r"sm_(\d+)(\d)[a-z]?", arch)
+    if not match:
+        raise ValueError(f"not a CUDA architecture: {arch!r} (expected e.g. sm_90a)")
+    return int(match.group(1)), int(match.group(2))
+
+
+def check_arch(metadata: Metadata, device_arch: str, where: str = "this device") -> None:
+    """Raises :class:`ArchitectureError` unless the kernel's binary runs on ``device_arch``.
+
+    TileLang embeds a cubin (no PTX), which runs only on the compute capability it was built for.
+    """
+    if capability(metadata.arch) != capability(device_arch):
+        measured = f", tuned on {metadata.gpu}" if metadata.gpu else ""
+        raise ArchitectureError(
+            f"kernel {metadata.kernel_id} was compiled for {metadata.arch}{measured}, but {where} is "
+            f"{device_arch}; tune and export {metadata.op} {metadata.problem_key} on this GPU"
+        )

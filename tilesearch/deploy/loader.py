@@ -1,0 +1,162 @@
+"""Load: artifact directory (or a problem looked up in the database) -> :class:`Kernel`.
+
+Loading verifies the artifact's hashes, refuses a binary built for another GPU architecture,
+and opens ``kernel.so`` with TVM-FFI. It compiles nothing and does not import TileLang's compiler:
+the CUDA binary is embedded in the library, and only TVM's runtime library (shipped with
+TileLang) is needed to load it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from tilesearch.deploy.artifact import (
+    LIBRARY,
+    METADATA,
+    ArtifactError,
+    CorruptArtifactError,
+    check_arch,
+    read,
+)
+
+RUNTIME = {"loaded_by": None}  # how TVM's runtime got into this process: "tilelang" or "runtime-library"
+
+
+def load(
+    path: str | os.PathLike[str] | None = None,
+    /,
+    *,
+    op: str | None = None,
+    arch: str | None = None,
+    storage: str | None = None,
+    study: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    **params: Any,
+) -> Any:
+    """A tuned kernel as a callable on torch tensors (see :class:`~tilesearch.deploy.kernel.Kernel`).
+
+    ``load(DIR)`` opens an exported artifact. ``load(op="gemm", m=..., n=..., k=...)`` looks the
+    problem's best correct trial up in ``storage`` (or ``study``) and opens its artifact in
+    ``cache_dir`` (default ``$TILESEARCH_KERNELS`` or ``~/.cache/tilesearch/kernels``),
+    exporting it there first if it is not there yet.
+
+    ``arch`` is the architecture to check the artifact against; by default the current CUDA
+    device's (no check without a GPU: the kernel then serves shape inference only).
+
+    Raises:
+        CorruptArtifactError: a file does not match its hash, or is missing.
+        ArchitectureError: the artifact was compiled for another GPU architecture.
+        NoTrialError: (by problem) no correct trial in the database.
+    """
+    if path is not None:
+        if op is not None or params:
+            raise TypeError("load takes an artifact directory or op=... with the problem's parameters, not both")
+        return open_artifact(path, arch=arch)
+    if op is None:
+        raise TypeError("load needs an artifact directory, or op=... with the problem's parameters")
+    return _load_tuned(op, arch, storage, study, cache_dir, params)
+
+
+def open_artifact(path: str | os.PathLike[str], arch: str | None = None) -> Any:
+    """Verifies and opens one artifact directory (see :func:`load`)."""
+    from tilesearch.deploy.kernel import Kernel
+
+    path = Path(path)
+    metadata = read(path)
+    device_arch = arch or _current_arch()
+    if device_arch is not None:
+        check_arch(metadata, device_arch, "the current CUDA device" if arch is None else "the requested architecture")
+    module = _load_library(path / LIBRARY)
+    try:
+        function = module[metadata.entry]
+    except (AttributeError, KeyError, RuntimeError):
+        raise CorruptArtifactError(f"{path / LIBRARY} has no function {metadata.entry!r}") from None
+    return Kernel(metadata, function, path)
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("TILESEARCH_KERNELS") or Path.home() / ".cache" / "tilesearch" / "kernels")
+
+
+def _load_tuned(op: str, arch: str | None, storage: str | None, study: str | None, cache_dir: Any, params: dict) -> Any:
+    from tilesearch import registry, versions
+    from tilesearch.deploy.exporter import best_trial, export
+
+    operator = registry.load(op)
+    problem = operator.problem(**params)
+    device_arch = arch or _current_arch()
+    choice = best_trial(operator, problem, storage=storage, study=study, arch=device_arch, gpu=_current_gpu())
+    directory = Path(cache_dir or default_cache_dir()) / f"{operator.name}-{choice.record.key[:16]}-{versions.tag()}"
+    if (directory / METADATA).is_file():
+        try:
+            return open_artifact(directory, arch=arch)
+        except CorruptArtifactError as exc:
+            warnings.warn(f"{exc}; exporting it again", stacklevel=3)
+    export(operator, problem, out=directory, storage=storage, study=choice.study, arch=choice.target.arch)
+    return open_artifact(directory, arch=arch)
+
+
+def _current_arch() -> str | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"
+
+
+def _current_gpu() -> str | None:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+
+
+def _load_library(path: Path) -> Any:
+    import tvm_ffi
+
+    _ensure_runtime()
+    try:
+        return tvm_ffi.load_module(str(path))
+    except Exception as exc:  # noqa: BLE001 - TVM-FFI raises several kinds
+        if "loader" in str(exc) and RUNTIME["loaded_by"] != "tilelang":
+            _import_tilelang()
+            return tvm_ffi.load_module(str(path))
+        raise ArtifactError(f"cannot load {path}: {str(exc).strip().splitlines()[-1]}") from None
+
+
+def _ensure_runtime() -> None:
+    """Puts TVM's runtime (the loader of the library's embedded CUDA binary) into the process.
+
+    If TileLang is imported, it is there. Else the libraries that TileLang ships are opened by
+    themselves, without TileLang's Python compiler: TVM's runtime, and TileLang's own library, which
+    registers the host functions that kernels call at launch (``__tvm_tensormap_create_tiled``
+    builds the TMA descriptors; on an H100 it was missing with the runtime alone). If that fails,
+    TileLang is imported.
+    """
+    if RUNTIME["loaded_by"] is not None:
+        return
+    if "tilelang" in sys.modules:
+        RUNTIME["loaded_by"] = "tilelang"
+        return
+    spec = importlib.util.find_spec("tilelang")
+    if spec is None or not spec.submodule_search_locations:
+        raise ArtifactError("loading a kernel needs TVM's runtime, which comes with tilelang: pip install tilelang")
+    libraries = Path(spec.submodule_search_locations[0]) / "lib"
+    try:
+        for name in ("libtvm_runtime.so", "libtilelang.so"):
+            ctypes.CDLL(str(libraries / name), mode=ctypes.RTLD_GLOBAL | os.RTLD_LAZY)
+        RUNTIME["loaded_by"] = "runtime-library"
+    except OSError:
+        _import_tilelang()
+
+
+def _import_tilelang() -> None:
+    import tilelang  # noqa: F401
+
+    RUNTIME["loaded_by"] = "tilelang"

@@ -1,0 +1,26 @@
+"""Functions that misbehave on purpose, for tests of worker isolation (called by import path)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def echo(value: object) -> object:
+    return value
+
+
+def crash(code: int = 3) -> None:
+    os._exit(code)
+
+
+def hang(seconds: float = 3600.0) -> None:
+    time.sleep(seconds)
+
+
+def fail(message: str = "boom") -> None:
+    raise RuntimeError(message)
+
+
+def pid() -> int:
+    return os.getpid()

@@ -57,6 +57,28 @@ def test_four_workers_share_one_study_and_measure_nothing_twice(kind, tmp_path):
     assert sum(json.loads(out)["measured_now"] for out, _ in outs) == len(keys)
 
 
+REPLAY = "experiments/data/gemm_4096x4096x4096_float16_nn_h100_80gb_hbm3.jsonl.gz"
+
+
+@pytest.mark.parametrize("kind", storages.SHARED)
+def test_four_cli_workers_with_the_replay_runner_share_one_study(kind, tmp_path):
+    """``tilesearch worker`` as a user runs it, serving an H100 sweep instead of a GPU."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    url, study, trials = storages.url(kind, tmp_path), storages.study("replay"), 60
+    args = [sys.executable, "-m", "tilesearch.cli", "worker", "op=gemm", "m=4096", "n=4096", "k=4096",
+            "dtype=float16", f"runner=replay:{os.path.join(root, REPLAY)}", f"storage={url}", f"study={study}",
+            f"trials={trials}", "strategy=random", "seed=0", "heartbeat=1", "progress=false"]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [proc.communicate(timeout=600) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * 4, [err[-2000:] for _, err in outs]
+    db = TuningDatabase(url, study)
+    records = measured(db)
+    assert len(records) == len({r.key for r in records})
+    assert trials <= len(records) <= trials + 3
+    assert all(r.replayed for r in records)
+    assert sum(int(out.split("measured now: ")[1].split()[0]) for out, _ in outs) == len(records)
+
+
 @pytest.mark.parametrize("kind", storages.SHARED)
 def test_a_killed_worker_loses_only_its_trials_in_flight(kind, tmp_path):
     url, study, log, trials = storages.url(kind, tmp_path), storages.study("kill"), str(tmp_path / "runs"), 36

@@ -18,6 +18,11 @@ commands:
                        search the op's knobs on the GPU and keep every trial
                        (runner=replay:FILE serves a recorded dataset instead of a GPU;
                        hints=carver tries TileLang Carver's recommendations first)
+       [gpus=0,1 | workers=N]
+                       one worker process per GPU, all on one study
+  worker op=NAME PARAMS... storage=URL [study=NAME ...]
+                       one worker of a study shared with other processes or hosts
+                       (storage=postgresql://..., sqlite:///FILE.db or journal:FILE)
   show op=NAME PARAMS... [top=10 storage=URL]
                        print the best configurations found for a problem
   export op=NAME PARAMS... out=DIR [storage=URL study=NAME arch=sm_90a]
@@ -93,6 +98,34 @@ def _load_problem(pairs: dict[str, str], settings_keys: tuple[str, ...] = ()) ->
         raise UsageError(str(exc)) from None
 
 
+def _gpus(pairs: dict[str, str]) -> list[int] | None:
+    """Devices of ``gpus=0,1`` or ``workers=N`` (GPUs 0..N-1); ``None`` for one worker in-process."""
+    raw_gpus, raw_workers = pairs.pop("gpus", None), pairs.pop("workers", None)
+    workers = int(_coerce("workers", raw_workers, 1)) if raw_workers is not None else None
+    if raw_gpus is None:
+        return list(range(workers)) if workers and workers > 1 else None
+    try:
+        gpus = [int(g) for g in raw_gpus.split(",") if g.strip()]
+    except ValueError:
+        raise UsageError(f"gpus={raw_gpus!r} must list device indices, e.g. gpus=0,1") from None
+    if not gpus or len(set(gpus)) != len(gpus) or min(gpus) < 0:
+        raise UsageError(f"gpus={raw_gpus!r} must list distinct device indices, e.g. gpus=0,1")
+    if workers is not None and workers != len(gpus):
+        raise UsageError(f"workers={workers} but gpus={raw_gpus} names {len(gpus)}: one worker per GPU")
+    return gpus
+
+
+def cmd_worker(args: list[str]) -> int:
+    from tilesearch.database import storage_url
+
+    pairs = parse_pairs(args)
+    if "storage" not in pairs or storage_url(pairs["storage"]) == ":memory:":
+        raise UsageError("worker needs storage=URL shared with the other workers, e.g. storage=postgresql://...")
+    if "gpus" in pairs or "workers" in pairs:
+        raise UsageError("worker is one process on one GPU (device=N); use tune gpus=0,1 for several")
+    return cmd_tune(args)
+
+
 def cmd_tune(args: list[str]) -> int:
     from tilesearch import report, strategy
     from tilesearch.database import StorageError, open_storage
@@ -102,12 +135,16 @@ def cmd_tune(args: list[str]) -> int:
     from tilesearch.strategy.hints import HintError
     from tilesearch.tuner import TuneSettings, tune
 
-    settings, rest = split_settings(parse_pairs(args), TuneSettings.keys())
+    pairs = parse_pairs(args)
+    gpus = _gpus(pairs)
+    settings, rest = split_settings(pairs, TuneSettings.keys())
     op, problem = _load_problem(dict(rest), settings_keys=TuneSettings.keys())
     if settings.get("strategy", "tpe") not in strategy.STRATEGIES:
         raise UsageError(f"unknown strategy {settings['strategy']!r}; choose one of {', '.join(strategy.STRATEGIES)}")
     if settings.get("trials", 1) < 1:
         raise UsageError("trials must be at least 1")
+    if gpus is not None:
+        return _tune_parallel(rest["op"], problem, gpus, TuneSettings(**settings))
     try:
         open_storage(settings.get("storage"))  # a bad URL fails here, before the GPU starts
         result = tune(op, problem, settings=TuneSettings(**settings))
@@ -134,6 +171,30 @@ def cmd_tune(args: list[str]) -> int:
     else:
         print("no correct configuration yet")
     return 0
+
+
+def _tune_parallel(op: str, problem: Any, gpus: list[int], settings: Any) -> int:
+    from tilesearch import report
+    from tilesearch.distributed import SharedStorageError, tune_parallel
+
+    try:
+        result = tune_parallel(op, problem.to_dict(), gpus=gpus, settings=settings)
+    except SharedStorageError as exc:
+        raise UsageError(str(exc)) from None
+    for w in result.workers:
+        if w.result is not None:
+            line = f"measured {w.result.measured_now} in {w.result.wall_s:.1f} s"
+            line += f" ({report.status_line(w.result.statuses)})"
+        else:
+            line = f"failed: {(w.error or '').splitlines()[0] if w.error else 'unknown'}"
+        print(f"worker {w.index} (gpu {w.gpu}): {line}")
+    if result.study is None:
+        raise UsageError("no worker could start; see the errors above")
+    print(f"study: {result.study}")
+    print(f"measured now: {result.measured_now} in {result.wall_s:.1f} s wall; statuses: "
+          f"{report.status_line(result.statuses)}")
+    print(report.best_table(result.best) if result.best else "no correct configuration yet")
+    return 0 if all(w.result is not None for w in result.workers) else 1
 
 
 def cmd_show(args: list[str]) -> int:
@@ -205,7 +266,7 @@ def cmd_ops(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"tune": cmd_tune, "show": cmd_show, "export": cmd_export, "ops": cmd_ops}
+COMMANDS = {"tune": cmd_tune, "worker": cmd_worker, "show": cmd_show, "export": cmd_export, "ops": cmd_ops}
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -5,14 +5,17 @@ Any Optuna storage works: ``sqlite:///tilesearch.db`` (the default, no server), 
 study holds one problem on one GPU with one TileLang version; its trials carry the configuration,
 its content key, the status and error, and every measured figure as user attributes. A
 configuration whose key already has a finished trial is never measured again, so running the
-same command twice resumes.
+same command twice resumes. Several processes may share a study (see :mod:`tilesearch.claim`
+for how they avoid measuring a configuration twice, :mod:`tilesearch.storage` for the storages).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import socket
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,12 +23,23 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tilesearch import heartbeat
 from tilesearch.op import Problem
 from tilesearch.records import BuildResult, Candidate, RunResult, Status
+from tilesearch.storage import rdb_storage
 from tilesearch.target import Target
 
 DEFAULT_STORAGE = "sqlite:///tilesearch.db"
-_UNFINISHED = {Status.INTERRUPTED.value}
+ABANDONED_S = 600.0  # a worker writes its trial's PID right after opening it
+_UNFINISHED = {Status.INTERRUPTED.value, "running", "waiting"}
+
+
+# trials without a status attribute: still open, or failed by a heartbeat check (the worker died)
+_STATE_STATUS = {
+    TrialState.RUNNING: "running",
+    TrialState.WAITING: "waiting",
+    TrialState.FAIL: Status.INTERRUPTED.value,
+}
 
 
 class StorageError(ValueError):
@@ -37,8 +51,9 @@ def storage_url(url: str | None = None) -> str:
     return url or os.environ.get("TILESEARCH_STORAGE") or DEFAULT_STORAGE
 
 
-def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
-    """An Optuna storage for ``url`` (see the module docstring for the forms accepted)."""
+def open_storage(url: str | None = None, heartbeat: int | None = None) -> optuna.storages.BaseStorage:
+    """An Optuna storage for ``url`` (see the module docstring for the forms accepted); with
+    ``heartbeat`` seconds, relational storages fail and re-queue trials of silent workers."""
     url = storage_url(url)
     if url == ":memory:":
         return optuna.storages.InMemoryStorage()
@@ -51,11 +66,8 @@ def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
             f"storage={url!r} is not a storage URL; use sqlite:///FILE.db, postgresql://USER@HOST/DB, "
             "journal:FILE or :memory:"
         )
-    kwargs: dict[str, Any] = {}
-    if url.startswith("sqlite"):
-        kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
     try:
-        return optuna.storages.RDBStorage(url, **kwargs)
+        return rdb_storage(url, heartbeat)
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds
         raise StorageError(f"cannot open storage {url!r}: {str(exc).splitlines()[0]}") from None
 
@@ -89,7 +101,7 @@ class TrialRecord:
     def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
         a = trial.user_attrs
         names = ("error", "latency_ms", "tflops", "baseline_ms", "speedup", "rel_err", "compile_s", "measure_s")
-        status = a.get("status") or ("running" if trial.state == TrialState.RUNNING else "unknown")
+        status = a.get("status") or _STATE_STATUS.get(trial.state, "unknown")
         return cls(
             number=trial.number,
             key=a.get("key", ""),
@@ -108,6 +120,8 @@ class TuningDatabase:
     Args:
         storage: storage URL or an Optuna storage object.
         name: study name (see :func:`study_name`).
+        heartbeat: seconds between liveness heartbeats of running trials, for a storage given
+            by URL (see :mod:`tilesearch.storage`); ``None`` or 0: none.
         sampler: the Optuna sampler that ``study.ask`` uses (from the strategy).
         info: study-level facts to keep (op, problem, GPU, versions); written once.
     """
@@ -119,9 +133,13 @@ class TuningDatabase:
         *,
         sampler: optuna.samplers.BaseSampler | None = None,
         info: Mapping[str, Any] | None = None,
+        heartbeat: int | None = None,
     ) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.storage = storage if isinstance(storage, optuna.storages.BaseStorage) else open_storage(storage)
+        if isinstance(storage, optuna.storages.BaseStorage):
+            self.storage = storage
+        else:
+            self.storage = open_storage(storage, heartbeat)
         self.study = optuna.create_study(
             storage=self.storage, study_name=name, direction="minimize", sampler=sampler, load_if_exists=True
         )
@@ -158,6 +176,11 @@ class TuningDatabase:
             if t.state == TrialState.RUNNING and "key" in t.user_attrs
         }
 
+    def planned(self) -> int:
+        """Distinct configurations evaluated or being evaluated now, by any worker of the study."""
+        done = {k for k, r in self.finished().items() if r.status != Status.INVALID.value}
+        return len(done | set(self.in_flight()))
+
     def evaluated(self) -> int:
         """Distinct configurations compiled (or tried) so far: pruned ones do not count."""
         return sum(1 for r in self.finished().values() if r.status != Status.INVALID.value)
@@ -168,25 +191,53 @@ class TuningDatabase:
         return sorted(ok, key=lambda r: r.latency_ms)[:n]
 
     def fail_stale(self) -> int:
-        """Marks this host's running trials whose process is gone as interrupted; returns how many."""
+        """Marks this host's running trials whose process is gone as interrupted, and, on a storage
+        with heartbeats, fails (and re-queues) any worker's trials whose heartbeat stopped;
+        returns how many trials of this host it marked. A trial still without a PID
+        ``ABANDONED_S`` after it opened (its worker died in between) is marked too."""
+        with warnings.catch_warnings():  # no-op without heartbeats; marked experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(self.study)
         count = 0
         for trial in self.trials():
-            a = trial.user_attrs
-            if trial.state != TrialState.RUNNING or a.get("host") != self._host:
+            if trial.state != TrialState.RUNNING:
                 continue
-            if _pid_alive(a.get("pid")):
+            if self.worker_alive(trial) is not False and not _abandoned(trial):
                 continue
             self._tell(trial.number, Status.INTERRUPTED, {"error": "the tuning process ended before this trial"})
             count += 1
         return count
 
+    def live_in_flight(self, exclude: Iterable[int] = ()) -> int:
+        """Running trials, less ``exclude``, whose worker may be alive: this host's by their PID;
+        another host's only if the storage keeps heartbeats (which would fail them once dead)."""
+        skip = set(exclude)
+        remote = heartbeat.interval(self.storage) is not None
+        count = 0
+        for trial in self.trials():
+            if trial.state != TrialState.RUNNING or "key" not in trial.user_attrs or trial.number in skip:
+                continue
+            alive = self.worker_alive(trial)
+            count += alive if alive is not None else remote
+        return count
+
+    def worker_alive(self, trial: FrozenTrial) -> bool | None:
+        """Whether the process that opened ``trial`` lives: known for this host's trials (by PID;
+        a trial whose PID is not written yet counts as alive), ``None`` for another host's."""
+        a = trial.user_attrs
+        if a.get("host") != self._host:
+            return None
+        return "pid" not in a or _pid_alive(a["pid"])
+
     def ask(self, distributions: Mapping[str, Any], params: Mapping[str, Any] | None = None) -> optuna.Trial:
         """Opens a trial: the strategy's sampler picks its parameters, or ``params`` fixes them."""
         if params is not None:
             self.study.enqueue_trial(dict(params), skip_if_exists=False)
-        trial = self.study.ask(dict(distributions))
+        with warnings.catch_warnings():  # heartbeats are recorded by tilesearch.heartbeat, not optimize()
+            warnings.filterwarnings("ignore", "Heartbeat of storage")
+            trial = self.study.ask(dict(distributions))
+        trial.set_user_attr("pid", os.getpid())  # before host: fail_stale reads a host without pid as alive
         trial.set_user_attr("host", self._host)
-        trial.set_user_attr("pid", os.getpid())
         return trial
 
     def claim(self, trial: optuna.Trial, candidate: Candidate) -> None:
@@ -234,7 +285,18 @@ class TuningDatabase:
             self._tell(number, Status.INTERRUPTED, {"error": "interrupted before the trial finished"})
 
     def _tell(self, number: int, status: Status, fields: Mapping[str, Any]) -> None:
-        trial_id = self.storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+        try:
+            self._write(number, status, fields)
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+            # another worker failed the trial meanwhile (its heartbeat lapsed): that record stands
+            if self.storage.get_trial(self._trial_id(number)).state == TrialState.RUNNING:
+                raise
+
+    def _trial_id(self, number: int) -> int:
+        return self.storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+
+    def _write(self, number: int, status: Status, fields: Mapping[str, Any]) -> None:
+        trial_id = self._trial_id(number)
         for key, value in fields.items():
             if key == "error" and isinstance(value, str):
                 value = value[-4000:]
@@ -246,6 +308,14 @@ class TuningDatabase:
             self.study.tell(number, state=TrialState.PRUNED)
         else:
             self.study.tell(number, state=TrialState.FAIL)
+
+
+def _abandoned(trial: FrozenTrial) -> bool:
+    if "pid" in trial.user_attrs or trial.datetime_start is None:
+        return False
+    started = trial.datetime_start
+    now = datetime.datetime.now(started.tzinfo)
+    return (now - started).total_seconds() > ABANDONED_S
 
 
 def _pid_alive(pid: Any) -> bool:

@@ -2,6 +2,11 @@
 
 Compilation and measurement overlap: the builder keeps every worker busy with the next
 proposals while the runner measures the kernels already compiled, one at a time.
+
+Several tuning processes (one per GPU, on one host or many) may run this loop on one study:
+each configuration is claimed atomically before it is compiled (:mod:`tilesearch.claim`),
+``trials`` counts the study's trials from every worker, and a worker that finishes its share
+waits for the others' trials in flight, taking over those of a worker that died.
 """
 
 from __future__ import annotations
@@ -11,9 +16,13 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import optuna
+
 from tilesearch import registry, versions
 from tilesearch.builder import Builder, LocalBuilder, NullBuilder
+from tilesearch.claim import Claims, Verdict
 from tilesearch.database import TrialRecord, TuningDatabase, study_name
+from tilesearch.heartbeat import Heartbeat
 from tilesearch.op import Operator, Problem
 from tilesearch.progress import Progress
 from tilesearch.records import BuildResult, Candidate, Status
@@ -47,6 +56,9 @@ class TuneSettings:
         device: CUDA device index to measure on.
         baseline: time the op's PyTorch baseline beside each kernel.
         progress: show a progress bar.
+        heartbeat: seconds between liveness checks; on a relational storage, also between
+            heartbeats, so that a worker silent for 6 of them has its trials failed and
+            re-queued (see :mod:`tilesearch.storage`); 0 turns heartbeats off.
     """
 
     strategy: str = "tpe"
@@ -64,6 +76,7 @@ class TuneSettings:
     device: int = 0
     baseline: bool = True
     progress: bool = True
+    heartbeat: int = 10
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -153,6 +166,7 @@ def tune(
                 "versions": {**versions.collect(), **runner.versions},
                 "replayed": runner.replayed,
             },
+            heartbeat=settings.heartbeat,
         )
         db.fail_stale()
         builder = builder or (
@@ -185,7 +199,13 @@ class _Loop:
         self.db, self.search, self.builder, self.runner = db, search, builder, runner
         self.context = SearchContext(registry.load(op_ref), problem, space, target, db, settings.seed)
         self.fallback = RandomStrategy(settings.seed)
+        self.trials = settings.trials
         self.budget = max(0, settings.trials - db.evaluated())
+        self.claims = Claims(db)
+        self.heartbeat = Heartbeat(db.storage)
+        self.poll_s = float(min(settings.heartbeat or 1, 1))
+        self.check_s = float(settings.heartbeat or 10)
+        self.checked = time.monotonic()
         self.depth = builder.workers + 1
         self.pending: dict[Future[BuildResult], Any] = {}
         self.launched = 0
@@ -206,11 +226,14 @@ class _Loop:
             self.wall_s = time.perf_counter() - start
 
     def _run(self) -> None:
-        with self.progress:
+        with self.progress, self.heartbeat:
             try:
                 while True:
                     exhausted = self._fill()
                     if not self.pending:
+                        if self._others_in_flight():
+                            time.sleep(self.poll_s)
+                            continue
                         if exhausted and self.launched < self.budget:
                             self.progress.note("no configurations left to try")
                         return
@@ -224,13 +247,20 @@ class _Loop:
     def _fill(self) -> bool:
         """Launches proposals until the pipeline is full; True when the strategy ran dry."""
         while self.launched < self.budget and len(self.pending) < self.depth:
-            want = min(self.depth - len(self.pending), self.budget - self.launched)
+            self._check_stale()
+            room = self.trials - self.db.planned()  # other workers' trials count too
+            if room <= 0:
+                return False
+            want = min(self.depth - len(self.pending), self.budget - self.launched, room)
             source = self.fallback if self.idle >= MAX_IDLE_PROPOSALS else self.search
             proposals = source.propose(self.context, want)
             if not proposals:
                 return True
             for proposal in proposals:
-                self._launch(proposal)
+                try:
+                    self._launch(proposal)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    self.idle += 1  # another worker ended the trial meanwhile (its heartbeat lapsed)
         return False
 
     def _launch(self, proposal: Any) -> None:
@@ -252,13 +282,24 @@ class _Loop:
         if prior is not None or (running is not None and running != trial.number):
             self.idle += 1
             return
-        self.idle = 0
         self.db.claim(trial, candidate)
+        claim = self.claims.claim(trial.number, candidate.key)
+        if claim.verdict == Verdict.DONE:
+            self.db.record_duplicate(trial, candidate, claim.holder)
+        elif claim.verdict == Verdict.BUSY:
+            n = claim.holder.number
+            self.db.record_invalid(trial, candidate, f"same configuration as trial {n}, in flight", n)
+        if claim.verdict != Verdict.OWNED:
+            self.idle += 1
+            return
+        self.idle = 0
+        self.heartbeat.watch(trial._trial_id)
         self.pending[self.builder.submit(candidate)] = trial
         self.launched += 1
 
     def _finish(self, future: Future[BuildResult]) -> None:
         trial = self.pending.pop(future)
+        self.heartbeat.drop(trial._trial_id)
         build = future.result()
         self.compile_s += build.compile_s
         self.builds += 1
@@ -272,6 +313,17 @@ class _Loop:
         )
         self._count(status)
         self.progress.update(status, run)
+
+    def _check_stale(self) -> None:
+        """Every ``heartbeat`` seconds, frees the trials of workers that died."""
+        if time.monotonic() - self.checked >= self.check_s:
+            self.db.fail_stale()
+            self.checked = time.monotonic()
+
+    def _others_in_flight(self) -> bool:
+        """Whether other workers still measure trials of this study (a dead one's are freed)."""
+        self._check_stale()
+        return self.db.live_in_flight(exclude={trial.number for trial in self.pending.values()}) > 0
 
     def _count(self, status: str) -> None:
         self.statuses[status] = self.statuses.get(status, 0) + 1

@@ -8,6 +8,7 @@ fresh context and the search goes on.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from tilesearch.records import Candidate, RunResult, Status
 from tilesearch.runner.base import NoDeviceError, Runner
@@ -26,7 +27,13 @@ class LocalRunner(Runner):
         timeout: seconds one check-and-time may take before the worker is killed.
         settings: measurement method.
         recycle_after: restart the worker after this many candidates (bounds leaks); 0 never.
+
+    ``measure_fn`` and ``info_fn`` name what the worker runs (import paths): a subclass may
+    measure another way, e.g. :class:`tilesearch.testing.cpu.CpuRunner`.
     """
+
+    measure_fn = "tilesearch.runner.measure:measure"
+    info_fn = "tilesearch.runner.measure:device_info"
 
     def __init__(
         self,
@@ -43,7 +50,7 @@ class LocalRunner(Runner):
         self._versions: dict[str, str] = {}
 
     def start(self) -> Target:
-        result = self._worker.call("tilesearch.runner.measure:device_info", timeout=120)
+        result = self._worker.call(self.info_fn, timeout=120)
         if not result.ok:
             self._worker.stop(kill=True)
             reason = (result.error or "").strip().splitlines()[0] if result.error else "unknown"
@@ -58,21 +65,37 @@ class LocalRunner(Runner):
 
     def run(self, candidate: Candidate) -> RunResult:
         if self.recycle_after and self._since_start >= self.recycle_after:
-            self._worker.restart()
-            self._since_start = 0
+            self._fresh_worker()
         self._since_start += 1
-        result = self._worker.call(
-            "tilesearch.runner.measure:measure", candidate, self.settings, timeout=self.timeout
-        )
+        result = self._worker.call(self.measure_fn, candidate, self.settings, timeout=self.timeout)
         if result.ok:
             return result.value
         if result.timed_out:
-            self._since_start = 0
+            self._fresh_worker(restarted=True)
             return RunResult(Status.RUN_TIMEOUT, error=result.error)
         if result.died or _CONTEXT_LOST.search(result.error or ""):
-            self._worker.restart()
-            self._since_start = 0
+            self._fresh_worker(restarted=result.died)
         return RunResult(Status.RUNTIME_ERROR, error=result.error)
+
+    def _fresh_worker(self, restarted: bool = False) -> None:
+        """A new worker, warmed up (imports, CUDA context) outside the next candidate's timeout:
+        otherwise the candidate measured after a hang or a crash pays the restart and may time out."""
+        if not restarted:  # the worker restarts itself after a timeout or its death
+            self._worker.restart()
+        self._worker.call(self.info_fn, timeout=120)
+        self._since_start = 0
+
+    @property
+    def worker_pid(self) -> int | None:
+        """PID of the measuring worker process (it changes when the worker is restarted)."""
+        return self._worker.pid
+
+    def call(self, path: str, *args: Any, timeout: float = 60.0) -> Any:
+        """Runs ``path(*args)`` inside the measuring worker (e.g. a memory probe); raises on error."""
+        result = self._worker.call(path, *args, timeout=timeout)
+        if not result.ok:
+            raise RuntimeError(f"{path} failed in the runner's worker: {result.error}")
+        return result.value
 
     def close(self) -> None:
         self._worker.stop()

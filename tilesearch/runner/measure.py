@@ -42,6 +42,8 @@ class MeasureSettings:
 def device_info() -> dict[str, Any]:
     """The worker's GPU as a :class:`~tilesearch.target.Target` dict, plus software versions."""
 
+    import tilelang  # noqa: F401 - also the warm-up of a fresh worker: the first measure should not pay for it
+
     from tilesearch import target, versions
 
     info = target.detect().to_dict()

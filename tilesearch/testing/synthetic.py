@@ -7,6 +7,8 @@ the runner reports itself as replayed, so nothing it produces can pass for a mea
 from __future__ import annotations
 
 import math
+import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +35,9 @@ class SyntheticRunner(Runner):
     Args:
         latency: config -> milliseconds; return ``None`` to report a wrong result.
         target: what :meth:`start` reports.
+        delay: seconds each run takes (to widen races between processes in tests).
+        log: a file that gets one line per run, ``<key> <pid>``, appended atomically, so that
+            tests can count what several processes measured.
     """
 
     replayed = True
@@ -41,9 +46,13 @@ class SyntheticRunner(Runner):
         self,
         latency: Callable[[dict[str, Any]], float | None] = default_latency,
         target: Target | None = None,
+        delay: float = 0.0,
+        log: str | None = None,
     ) -> None:
         self.latency = latency
         self.target = target or Target.from_arch("sm_90a", gpu="synthetic")
+        self.delay = delay
+        self.log = log
         self.calls: list[Candidate] = []
 
     def start(self) -> Target:
@@ -51,6 +60,14 @@ class SyntheticRunner(Runner):
 
     def run(self, candidate: Candidate) -> RunResult:
         self.calls.append(candidate)
+        if self.log:
+            fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, f"{candidate.key} {os.getpid()}\n".encode())
+            finally:
+                os.close(fd)
+        if self.delay:
+            time.sleep(self.delay)
         ms = self.latency(candidate.config)
         if ms is None:
             return RunResult(Status.WRONG_RESULT, error="synthetic wrong result", replayed=True)

@@ -1,0 +1,103 @@
+import importlib.util
+import multiprocessing as mp
+import time
+
+import optuna
+import pytest
+import storages
+from optuna.trial import TrialState
+
+from tilesearch import database
+from tilesearch.database import TrialRecord, TuningDatabase, open_storage
+from tilesearch.storage import _postgres_driver
+
+
+def _pop_all(url, study, barrier, popped):
+    db = TuningDatabase(url, study)
+    barrier.wait()
+    mine = []
+    while True:
+        trial_id = db.study._pop_waiting_trial_id()
+        if trial_id is None:
+            break
+        mine.append(trial_id)
+    popped.put(mine)
+
+
+@pytest.mark.parametrize("kind", storages.SHARED)
+def test_waiting_trials_are_popped_once_across_processes(kind, tmp_path):
+    """Regression: on SQLite, Optuna's pop of an enqueued trial read and updated in two
+    transactions, and two processes popped the same trial (51 of 200 twice, 6 processes)."""
+    url, study = storages.url(kind, tmp_path), storages.study("pop")
+    db = TuningDatabase(url, study)
+    for i in range(60):
+        db.study.enqueue_trial({"x": i})
+    ctx = mp.get_context("spawn")
+    barrier, popped = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_pop_all, args=(url, study, barrier, popped)) for _ in range(3)]
+    for proc in procs:
+        proc.start()
+    ids = [i for _ in procs for i in popped.get(timeout=300)]
+    for proc in procs:
+        proc.join(timeout=60)
+    assert len(ids) == len(set(ids)) == 60
+
+
+def test_postgres_url_uses_the_driver_that_is_installed():
+    url = "postgresql://u@127.0.0.1:5432/db"
+    has = {name: importlib.util.find_spec(name) is not None for name in ("psycopg", "psycopg2")}
+    expected = "postgresql+psycopg2" if has["psycopg2"] and not has["psycopg"] else "postgresql"
+    assert _postgres_driver(url) == f"{expected}://u@127.0.0.1:5432/db"
+    assert _postgres_driver("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert _postgres_driver("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_sqlite_and_journal_storages_keep_no_heartbeats(tmp_path):
+    """One host: the PID check finds dead workers exactly; heartbeats would only add false alarms."""
+    for url in (f"sqlite:///{tmp_path / 'a.db'}", f"journal:{tmp_path / 'a.journal'}"):
+        assert not optuna.storages._heartbeat.is_heartbeat_enabled(open_storage(url, heartbeat=5))
+
+
+def test_a_trial_failed_for_its_lost_heartbeat_reads_interrupted(tmp_path):
+    db = TuningDatabase(":memory:", "s")
+    trial = db.ask({"x": optuna.distributions.IntDistribution(0, 3)})
+    trial.set_user_attr("key", "K")
+    db.study.tell(trial.number, state=TrialState.FAIL)  # what fail_stale_trials does
+    record = TrialRecord.from_trial(db.trials()[0])
+    assert record.status == "interrupted" and "K" not in db.finished()
+
+
+def test_a_trial_whose_pid_is_not_written_yet_is_not_taken_for_dead():
+    """Regression: fail_stale of another worker marked a trial interrupted between the moment
+    its worker wrote the host and the moment it wrote the PID."""
+    db = TuningDatabase(":memory:", "s")
+    trial = db.study.ask({"x": optuna.distributions.IntDistribution(0, 3)})
+    trial.set_user_attr("host", db._host)
+    assert db.fail_stale() == 0
+    assert db.trials()[0].state == TrialState.RUNNING
+
+
+def test_a_trial_abandoned_before_its_pid_was_written_is_closed_after_a_while(monkeypatch):
+    db = TuningDatabase(":memory:", "s")
+    db.study.ask({"x": optuna.distributions.IntDistribution(0, 3)})
+    assert db.fail_stale() == 0
+    monkeypatch.setattr(database, "ABANDONED_S", -1.0)
+    assert db.fail_stale() == 1
+    assert TrialRecord.from_trial(db.trials()[0]).status == "interrupted"
+
+
+@pytest.mark.skipif(not storages.POSTGRES, reason="TILESEARCH_TEST_POSTGRES not set")
+def test_postgres_heartbeat_fails_and_requeues_a_silent_remote_worker():
+    """A worker on another host stops beating: any worker fails its trial and re-queues it."""
+    study = storages.study("beat")
+    db = TuningDatabase(storages.POSTGRES, study, heartbeat=1)
+    trial = db.ask({"x": optuna.distributions.IntDistribution(0, 3)})
+    trial.set_user_attr("host", "another-host")  # the PID check cannot see it
+    trial.set_user_attr("key", "K")
+    db.storage.record_heartbeat(trial._trial_id)
+    time.sleep(8)  # grace: 6 heartbeats of 1 s
+    db.fail_stale()
+    states = [t.state for t in db.trials()]
+    assert states == [TrialState.FAIL, TrialState.WAITING]
+    assert db.trials()[1].params == trial.params
+    assert TrialRecord.from_trial(db.trials()[0]).status == "interrupted"

@@ -1,0 +1,97 @@
+"""Atomic claims: workers sharing a study never measure one configuration twice.
+
+Reading the study for a configuration's key and then opening a trial for it is a race between
+processes: two workers both read "not taken" and both measure. A claim closes it with the one
+step every Optuna storage makes atomic and orders: creating a trial. Claiming key ``K`` for trial
+``T`` appends a *ticket* (a trial carrying ``K`` and ``T``, created in one step) to a side study
+``<study>#claims``; trial numbers follow creation order (Optuna numbers trials under a lock on
+the study row in an RDB, in log order in a journal). The claimant then reads the earlier tickets
+for ``K``, oldest first, and looks at the trial each one names in the main study:
+
+- still running: another worker holds ``K``; the claimant yields (:attr:`Verdict.BUSY`);
+- finished with a result: ``K`` is done; the claimant records a copy (:attr:`Verdict.DONE`);
+- ended without a result (interrupted, failed by a heartbeat check, yielded itself): skipped.
+
+If no earlier ticket holds ``K``, the claimant owns it. Two owners at once are impossible: the
+later ticket's reader sees the earlier ticket, whose trial ends without a result only if its
+worker yielded or died. Trials that yield are recorded as pruned with ``duplicate_of``; the key
+is free again as soon as the holder's trial ends without a result.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tilesearch.database import TrialRecord, TuningDatabase
+
+SUFFIX = "#claims"
+
+
+class Verdict(str, enum.Enum):
+    OWNED = "owned"
+    BUSY = "busy"
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Outcome of a claim: the verdict, and the trial that holds the key unless it is ours."""
+
+    verdict: Verdict
+    holder: TrialRecord | None = None
+
+
+class Claims:
+    """The claim tickets of one study, in the same storage.
+
+    Args:
+        db: the study's database.
+    """
+
+    def __init__(self, db: TuningDatabase) -> None:
+        self.db = db
+        self.storage = db.storage
+        name = db.name + SUFFIX
+        try:
+            self.study_id = self.storage.create_new_study([optuna.study.StudyDirection.MINIMIZE], name)
+        except optuna.exceptions.DuplicatedStudyError:
+            self.study_id = self.storage.get_study_id_from_name(name)
+
+    def claim(self, number: int, key: str) -> Claim:
+        """Claims ``key`` for trial ``number`` of the main study (see the module docstring)."""
+        ticket = optuna.trial.create_trial(
+            state=TrialState.COMPLETE,
+            value=float(number),
+            user_attrs={"key": key, "trial": number, "pid": os.getpid()},
+        )
+        mine = self.storage.get_trial_number_from_id(self.storage.create_new_trial(self.study_id, ticket))
+        earlier = sorted(
+            (t for t in self.storage.get_all_trials(self.study_id, deepcopy=False)
+             if t.number < mine and t.user_attrs.get("key") == key),
+            key=lambda t: t.number,
+        )
+        if not earlier:
+            return Claim(Verdict.OWNED)
+        trials = {t.number: t for t in self.db.trials()}
+        for t in earlier:
+            held = trials.get(t.user_attrs["trial"])
+            if held is None or held.number == number:
+                continue
+            if held.state == TrialState.RUNNING and self.db.worker_alive(held) is not False:
+                return Claim(Verdict.BUSY, TrialRecord.from_trial(held))
+            record = TrialRecord.from_trial(held)
+            if held.state.is_finished() and _has_result(record):
+                return Claim(Verdict.DONE, record)
+        return Claim(Verdict.OWNED)
+
+    def tickets(self) -> list[FrozenTrial]:
+        return self.storage.get_all_trials(self.study_id, deepcopy=False)
+
+
+def _has_result(record: TrialRecord) -> bool:
+    return record.duplicate_of is None and record.status not in ("interrupted", "running", "waiting", "unknown")

@@ -1,0 +1,146 @@
+"""One study tuned by several worker processes on this host, one per GPU.
+
+Each worker is the ordinary tuning loop (:func:`tilesearch.tuner.tune`) with its own runner on
+its own GPU and its own share of the compile processes; the workers meet only in the storage,
+where claims keep them from measuring a configuration twice (:mod:`tilesearch.claim`). Workers
+on other hosts join the same study with ``tilesearch worker ... storage=postgresql://...``.
+Worker ``i`` seeds its strategy with ``seed + i`` so that the workers do not all propose the
+same configurations first.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tilesearch.builder.local import default_workers
+from tilesearch.database import TrialRecord, TuningDatabase, storage_url
+from tilesearch.tuner import TuneResult, TuneSettings, tune
+from tilesearch.workers import _resolve
+
+_CTX = mp.get_context("spawn")
+
+
+class SharedStorageError(ValueError):
+    """Workers in separate processes need a storage they can all open."""
+
+
+@dataclass(frozen=True)
+class WorkerOutcome:
+    """How one worker ended: its result, or the error (or exit code) that ended it."""
+
+    index: int
+    gpu: int
+    result: TuneResult | None = None
+    error: str | None = None
+
+
+@dataclass
+class ParallelResult:
+    """The workers' outcomes and the study's best trials after all of them stopped."""
+
+    study: str | None
+    storage: str
+    workers: list[WorkerOutcome]
+    best: list[TrialRecord] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def measured_now(self) -> int:
+        return sum(w.result.measured_now for w in self.workers if w.result is not None)
+
+    @property
+    def statuses(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for w in self.workers:
+            for status, n in (w.result.statuses if w.result else {}).items():
+                total[status] = total.get(status, 0) + n
+        return total
+
+
+def tune_parallel(
+    op: str,
+    problem: dict[str, Any],
+    *,
+    gpus: Sequence[int],
+    settings: TuneSettings | None = None,
+    runner: str | None = None,
+    runner_kwargs: dict[str, Any] | None = None,
+) -> ParallelResult:
+    """Tunes ``op`` on ``problem`` with one worker process per entry of ``gpus``.
+
+    Args:
+        op: registered operator name or import path (workers load it themselves).
+        problem: the problem's parameters.
+        gpus: CUDA device index of each worker.
+        settings: shared settings; ``trials`` counts the whole study. ``build_workers`` is per
+            worker (default: the cores split evenly between the workers).
+        runner: import path of ``f(settings, **runner_kwargs) -> Runner`` to use instead of a
+            :class:`~tilesearch.runner.LocalRunner` on the worker's GPU (tests).
+        runner_kwargs: keyword arguments for ``runner``.
+    """
+    settings = settings or TuneSettings()
+    url = storage_url(settings.storage)
+    if url == ":memory:":
+        raise SharedStorageError("storage=:memory: cannot be shared between worker processes; use a file")
+    if not gpus:
+        raise ValueError("gpus must name at least one device")
+    cores = settings.build_workers or max(1, default_workers() // len(gpus))
+    start = time.perf_counter()
+    queue = _CTX.Queue()
+    procs = []
+    for i, gpu in enumerate(gpus):
+        mine = replace(
+            settings, storage=url, device=gpu, seed=settings.seed + i, build_workers=cores, progress=False
+        )
+        proc = _CTX.Process(
+            target=_work, args=(queue, i, gpu, op, problem, mine, runner, runner_kwargs or {}), name=f"tuner-{i}"
+        )
+        proc.start()
+        procs.append(proc)
+    outcomes = _collect(queue, procs, gpus)
+    study = next((w.result.study for w in outcomes if w.result is not None), settings.study)
+    best = TuningDatabase(url, study).best(10) if study else []
+    return ParallelResult(study, url, outcomes, best, time.perf_counter() - start)
+
+
+def _work(queue: Any, index: int, gpu: int, op: str, problem: dict[str, Any], settings: TuneSettings,
+          runner: str | None, runner_kwargs: dict[str, Any]) -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        made = _resolve(runner)(settings, **runner_kwargs) if runner else None
+        queue.put(WorkerOutcome(index, gpu, result=tune(op, problem, settings=settings, runner=made)))
+    except BaseException as exc:  # noqa: BLE001 - reported by the parent, which goes on
+        queue.put(WorkerOutcome(index, gpu, error=f"{type(exc).__name__}: {exc}"))
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _collect(queue: Any, procs: list[Any], gpus: Sequence[int]) -> list[WorkerOutcome]:
+    outcomes: dict[int, WorkerOutcome] = {}
+    try:
+        while len(outcomes) < len(procs):
+            try:
+                outcome = queue.get(timeout=1.0)
+                outcomes[outcome.index] = outcome
+            except Exception:  # queue.Empty: look for workers that died without a word
+                for i, proc in enumerate(procs):
+                    if i not in outcomes and not proc.is_alive() and queue.empty():
+                        outcomes[i] = WorkerOutcome(i, gpus[i], error=f"worker exited with code {proc.exitcode}")
+    except BaseException:
+        for proc in procs:
+            if proc.is_alive():
+                os.kill(proc.pid, signal.SIGTERM)  # each worker records its trials in flight as interrupted
+        for proc in procs:
+            proc.join(timeout=30)
+        raise
+    for proc in procs:
+        proc.join(timeout=30)
+    return [outcomes[i] for i in range(len(procs))]

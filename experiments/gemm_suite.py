@@ -21,7 +21,7 @@ best trial overall (a flip can beat the search's best).
 Everything goes to one SQLite storage under ``--out``; ``gemm_suite.json`` and ``gemm_suite.log``
 too. The table is printed last.
 
-usage: python experiments/gemm_suite.py --out $OUT [--shapes all|NAME,...] [--trials 24] [--budget-s 450]
+usage: python experiments/gemm_suite.py --out $OUT [--shapes all|NAME,...] [--trials 24] [--budget-s 420]
 """
 
 import argparse
@@ -224,8 +224,9 @@ def main(argv=None):
     p.add_argument("--trials", type=int, default=24, help="search trials per shape (flips come on top)")
     p.add_argument("--strategy", default="tpe")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget-s", type=float, default=450.0, help="wall time for all shapes (searches and flips)")
+    p.add_argument("--budget-s", type=float, default=420.0, help="wall time for all shapes (searches and flips)")
     p.add_argument("--workers", type=int, default=0, help="compile processes (0: all cores but one)")
+    p.add_argument("--run-timeout", type=float, default=20.0, help="seconds one check-and-time may take (a hang)")
     args = p.parse_args(argv)
     names = list(SHAPES) if args.shapes == "all" else args.shapes.split(",")
     unknown = [s for s in names if s not in SHAPES]
@@ -245,7 +246,7 @@ def main(argv=None):
     deadline = t0 + args.budget_s
     note(f"gemm_suite: {len(names)} shapes, {args.trials} trials each, strategy {args.strategy}, "
          f"budget {args.budget_s:.0f} s")
-    pool, gpu = LocalBuilder(args.workers or None, timeout=300), LocalRunner(timeout=60)
+    pool, gpu = LocalBuilder(args.workers or None, timeout=300), LocalRunner(timeout=args.run_timeout)
     builder, runner = SharedBuilder(pool), SharedRunner(gpu)
     rows = []
     try:

@@ -81,7 +81,7 @@ def commit() -> str:
 def record(params: dict, args: argparse.Namespace, deadline: float) -> dict:
     op = registry.load("gemm")
     problem = op.problem(**params)
-    space = dataset.narrow(op.space(problem, Target.from_arch(args.arch)), SUBSPACE)
+    space = dataset.sweep(op.space(problem, Target.from_arch(args.arch)), SUBSPACE)
     valid = space.count_valid()
     measure = MeasureSettings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, seed=0)
     runner = LocalRunner(timeout=args.run_timeout, settings=measure)

@@ -5,10 +5,27 @@ The template is TileLang's pipelined Hopper GEMM: a block computes a ``block_m x
 staging ``block_k``-wide slices of A and B through shared memory ``num_stages`` deep; blocks are
 rasterized in panels of ``panel_size`` (0: row-major launch order). Edges that are not multiples
 of a tile are predicated by TileLang's copies.
+
+Knobs beyond the tile shape (each defaults to the plain template, so a sub-space without them
+compiles the same kernel as before they existed):
+
+- ``split_k``: K is cut into ``split_k`` slices computed by separate blocks, which write float32
+  partial tiles to a workspace; a second kernel in the same program sums them into C. For small
+  M x N with long K, where the output tiles alone leave SMs idle.
+- ``persistent``: ``min(tiles, SMs)`` blocks loop over the tiles in the rasterized order instead
+  of one block per tile.
+- ``epilogue``: ``direct`` stores the accumulators from registers; ``smem`` stages the tile in
+  shared memory first (TileLang then writes it with ``stmatrix`` and a TMA store).
+- ``tma``: TMA bulk copies (or ``cp.async`` when off) for the operand loads and the smem epilogue.
+- ``warp_specialize``: TileLang's producer/consumer split of the pipeline: ``on`` (its
+  ``WarpSpecialized`` pass, the default), ``role_based`` (its newer automatic scheduler) or
+  ``off``. With it on, ``threads`` counts the consumer threads and TileLang adds a producer warp
+  group: ``threads=256`` launches 384 threads, two consumer warp groups and a producer.
 """
 
 # no "from __future__ import annotations": TileLang reads the kernel signature's annotations as objects
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +36,13 @@ from tilesearch.target import Target
 DTYPES = ("float16", "bfloat16")
 LAYOUTS = ("nn", "nt")
 WARP_POLICIES = ("square", "full_row", "full_col")
-MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers; more spills on sm_90
+WARP_SPECIALIZE = ("on", "role_based", "off")
+EPILOGUES = ("direct", "smem")
+MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers per consumer thread; more spills on sm_90
+MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline fill and drain
+
+# the knobs added after the plain template, with the values that reproduce it
+DEFAULTS = {"split_k": 1, "persistent": False, "epilogue": "direct", "tma": True, "warp_specialize": "on"}
 
 
 def element_bytes(dtype: str) -> int:
@@ -27,12 +50,25 @@ def element_bytes(dtype: str) -> int:
 
 
 def smem_bytes(config: Mapping[str, Any], dtype: str) -> int:
-    """Shared memory of the operand pipeline: ``num_stages`` slices of A and of B."""
+    """Shared memory of one block: ``num_stages`` slices of A and of B, plus the output tile with
+    ``epilogue=smem`` (TileLang overlays it on the operand buffers, except in the persistent loop
+    where the next tile's operands are live)."""
     c = config
-    return c["num_stages"] * (c["block_m"] * c["block_k"] + c["block_k"] * c["block_n"]) * element_bytes(dtype)
+    operands = c["num_stages"] * (c["block_m"] * c["block_k"] + c["block_k"] * c["block_n"]) * element_bytes(dtype)
+    if c.get("epilogue", "direct") != "smem":
+        return operands
+    out = c["block_m"] * c["block_n"] * (4 if c.get("split_k", 1) > 1 else element_bytes(dtype))
+    return operands + out if c.get("persistent", False) else max(operands, out)
 
 
-def constraints(dtype: str, target: Target) -> list[Any]:
+def tile_count(problem: Mapping[str, Any], config: Mapping[str, Any]) -> int:
+    """Output tiles of ``config`` (blocks of the plain launch)."""
+    return math.ceil(problem["m"] / config["block_m"]) * math.ceil(problem["n"] / config["block_n"])
+
+
+def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = None) -> list[Any]:
+    """Why a configuration is invalid or not worth compiling; with ``problem``, also the checks
+    that depend on the shape (split-K and the persistent loop)."""
     limit = target.smem_per_block
 
     def shared_memory(c: Mapping[str, Any]) -> str | None:
@@ -45,7 +81,58 @@ def constraints(dtype: str, target: Target) -> list[Any]:
             return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
         return None
 
-    return [shared_memory, registers]
+    def lowering(c: Mapping[str, Any]) -> str | None:
+        tma, ws = c.get("tma", True), c.get("warp_specialize", "on")
+        if ws != "off" and not tma:
+            return "warp specialization: TileLang 0.1.15 specializes only TMA pipelines (same kernel as warp_specialize=off)"
+        if tma and ws == "off" and c.get("epilogue", "direct") == "direct":
+            return "tma: unspecialized pipelines load with cp.async, a direct epilogue stores no tile (same kernel as tma=False)"
+        return None
+
+    checks = [shared_memory, registers, lowering]
+    if problem is None:
+        return checks
+    m, n, k, sms = problem["m"], problem["n"], problem["k"], target.num_sms
+    tma_loads, tma_store = tma_rows(problem)
+
+    def alignment(c: Mapping[str, Any]) -> str | None:
+        if not tma_loads and c.get("warp_specialize", "on") != "off":
+            return "warp specialization: rows of A and B are not 16-byte aligned, no TMA loads (same kernel as off)"
+        if not (tma_loads or tma_store) and c.get("tma", True):
+            return "tma: no operand's rows are 16-byte aligned (same kernel as tma=False)"
+        return None
+
+    def split_k(c: Mapping[str, Any]) -> str | None:
+        splits = c.get("split_k", 1)
+        if splits == 1:
+            return None
+        tiles = tile_count(problem, c)
+        if tiles >= sms:
+            return f"split-K: {tiles} output tiles already fill {sms} SMs"
+        k_tiles = math.ceil(k / c["block_k"])
+        if math.ceil(k_tiles / splits) < MIN_K_TILES_PER_SPLIT:
+            return f"split-K: {k_tiles} K tiles in {splits} slices leave fewer than {MIN_K_TILES_PER_SPLIT} per slice"
+        ws = math.prod(workspace_shape(m, n, k, block_m=c["block_m"], block_n=c["block_n"], split_k=splits)) * 4
+        if ws > target.l2_bytes:
+            return f"split-K: workspace {ws / 2**20:.0f} MiB > L2 {target.l2_bytes / 2**20:.0f} MiB"
+        return None
+
+    def persistent(c: Mapping[str, Any]) -> str | None:
+        tiles = tile_count(problem, c)
+        if c.get("persistent", False) and tiles <= sms:
+            return f"persistent: {tiles} tiles fit in one wave over {sms} SMs"
+        return None
+
+    return checks + [alignment, split_k, persistent]
+
+
+def tma_rows(problem: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Whether TMA can load A or B, and store C: TileLang needs 16-byte aligned rows for a
+    tensor map, and falls back to other copies where they are not."""
+    size = element_bytes(problem["dtype"])
+    a_rows, c_rows = problem["k"] * size, problem["n"] * size
+    b_rows = a_rows if problem["layout"] == "nt" else c_rows
+    return a_rows % 16 == 0 or b_rows % 16 == 0, c_rows % 16 == 0
 
 
 class GemmOp(Operator):
@@ -53,6 +140,7 @@ class GemmOp(Operator):
 
     name = "gemm"
     description = "C = A @ B (nn) or A @ B.T (nt); fp16/bf16 in, fp32 accumulate, output in input dtype"
+    defaults = DEFAULTS
     params = (
         Param("m", int, minimum=1, help="rows of A and C"),
         Param("n", int, minimum=1, help="columns of C"),
@@ -62,6 +150,13 @@ class GemmOp(Operator):
     )
 
     def space(self, problem: Problem, target: Target) -> Space:
+        """The knobs; ``split_k`` and ``persistent`` only take values some tile shape can use
+        on this problem (the constraints prune the rest per configuration)."""
+        m, n, k, sms = problem["m"], problem["n"], problem["k"], target.num_sms
+        # the largest tiles the register limit allows are 128 x 256 and 256 x 128 (two warp groups)
+        fewest_tiles = min(math.ceil(m / 128) * math.ceil(n / 256), math.ceil(m / 256) * math.ceil(n / 128))
+        most_tiles = math.ceil(m / 64) * math.ceil(n / 64)
+        most_splits = min(16, math.ceil(k / 32) // MIN_K_TILES_PER_SPLIT) if fewest_tiles < sms else 1
         knobs = [
             PowerOfTwo("block_m", 64, 256),
             PowerOfTwo("block_n", 64, 256),
@@ -70,13 +165,48 @@ class GemmOp(Operator):
             Categorical("threads", (128, 256)),
             Categorical("panel_size", (0, 4, 8, 16)),
             Categorical("warp_policy", WARP_POLICIES),
+            PowerOfTwo("split_k", 1, 1 << (max(most_splits, 1).bit_length() - 1)),
+            Categorical("persistent", (False, True) if most_tiles > sms else (False,)),
+            Categorical("epilogue", EPILOGUES),
+            Categorical("tma", (True, False)),
+            Categorical("warp_specialize", WARP_SPECIALIZE),
         ]
-        return Space(knobs, constraints(problem["dtype"], target))
+        return Space(knobs, constraints(problem["dtype"], target, problem))
 
-    def program(self, problem: Problem, config: Config) -> Any:
+    def program(self, problem: Problem, config: Config, num_sms: int = 132) -> Any:
+        knobs = {k: v for k, v in config.items() if k != "warp_specialize"}
         return gemm_program(
-            problem["m"], problem["n"], problem["k"], problem["dtype"], problem["layout"], **config
+            problem["m"], problem["n"], problem["k"], problem["dtype"], problem["layout"], **knobs, num_sms=num_sms
         )
+
+    def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
+        """``warp_specialize``: ``off`` disables TileLang's warp-specialization pass,
+        ``role_based`` selects its automatic scheduler."""
+        ws = config.get("warp_specialize", "on")
+        if ws == "off":
+            return {"tl.disable_warp_specialized": True}
+        if ws == "role_based":
+            return {"tl.enable_auto_warp_specialization": "role_based"}
+        return {}
+
+    def build(self, problem: Problem, config: Config, target: Target) -> Any:
+        """Compiles one configuration; with ``split_k > 1`` returns a :class:`SplitKGemm`."""
+        import logging
+
+        import tilelang
+
+        logging.getLogger("tilelang").setLevel(logging.WARNING)  # TileLang logs as "tilelang"
+        kernel = tilelang.compile(
+            self.program(problem, config, num_sms=target.num_sms),
+            target=target.tvm(),
+            pass_configs=self.pass_configs(problem, config) or None,
+        )
+        splits = config.get("split_k", 1)
+        if splits == 1:
+            return kernel
+        m, n, k = problem["m"], problem["n"], problem["k"]
+        return SplitKGemm(kernel, workspace_shape(m, n, k, block_m=config["block_m"], block_n=config["block_n"],
+                                                  split_k=splits))
 
     def make_inputs(self, problem: Problem, device: Any, generator: Any) -> tuple[Any, ...]:
         import torch
@@ -124,6 +254,28 @@ class GemmOp(Operator):
         return Tolerance(rel_fro=1.6e-2, max_rel=1.6e-2)
 
 
+class SplitKGemm:
+    """A split-K GEMM as one callable ``(A, B, C)``: the compiled program takes its float32
+    partial-sum workspace before C, allocated here once per device. Every call rewrites the whole
+    workspace before reading it, so nothing needs zeroing between calls."""
+
+    def __init__(self, kernel: Any, workspace: tuple[int, int, int]) -> None:
+        self.kernel = kernel
+        self.shape = workspace
+        self._workspace: dict[Any, Any] = {}
+
+    def __call__(self, a: Any, b: Any, c: Any) -> None:
+        w = self._workspace.get(a.device)
+        if w is None:
+            import torch
+
+            w = self._workspace[a.device] = torch.empty(self.shape, device=a.device, dtype=torch.float32)
+        self.kernel(a, b, w, c)
+
+    def get_kernel_source(self) -> str:
+        return self.kernel.get_kernel_source()
+
+
 def gemm_program(
     m: int,
     n: int,
@@ -138,8 +290,21 @@ def gemm_program(
     threads: int = 128,
     panel_size: int = 8,
     warp_policy: str = "square",
+    split_k: int = 1,
+    persistent: bool = False,
+    epilogue: str = "direct",
+    tma: bool = True,
+    num_sms: int = 132,
 ) -> Any:
-    """The GEMM tile program for one configuration (a TileLang ``PrimFunc``)."""
+    """The GEMM tile program for one configuration (a TileLang ``PrimFunc``).
+
+    With ``split_k > 1`` the program takes a float32 workspace before ``C`` (see
+    :func:`workspace_shape`) and holds two kernels: the GEMM writes one partial tile per K split,
+    a reduction kernel sums them into ``C``. ``persistent`` launches ``min(tiles, num_sms)``
+    blocks that loop over the tiles in the same rasterized order. ``epilogue="smem"`` stages the
+    output tile through shared memory; ``tma=False`` keeps every copy off TMA. The
+    ``warp_specialize`` knob is a pass configuration (:meth:`GemmOp.pass_configs`).
+    """
     import tilelang.language as T
 
     policy = {
@@ -150,6 +315,86 @@ def gemm_program(
     transpose_b = layout == "nt"
     b_shape = (n, k) if transpose_b else (k, n)
     b_tile = (block_n, block_k) if transpose_b else (block_k, block_n)
+    tiles_m, tiles_n = math.ceil(m / block_m), math.ceil(n / block_n)
+    tiles = tiles_m * tiles_n
+    k_iters = math.ceil(math.ceil(k / block_k) / split_k)  # K tiles per split
+    split = split_k > 1
+    out_dtype = "float32" if split else dtype
+    workers = min(tiles, num_sms)
+    waves = math.ceil(tiles / workers)
+
+    @T.macro
+    def tile(A, B, out, a_tile, b_tile_s, acc, c_s, tm, tn, kz):
+        T.clear(acc)
+        for ko in T.Pipelined(k_iters, num_stages=num_stages):
+            kk = (kz * k_iters + ko) * block_k
+            T.copy(A[tm * block_m, kk], a_tile, disable_tma=not tma)
+            if transpose_b:
+                T.copy(B[tn * block_n, kk], b_tile_s, disable_tma=not tma)
+            else:
+                T.copy(B[kk, tn * block_n], b_tile_s, disable_tma=not tma)
+            T.gemm(a_tile, b_tile_s, acc, transpose_B=transpose_b, policy=policy)
+        if epilogue == "smem":
+            T.copy(acc, c_s)
+            if split:
+                T.copy(c_s, out[kz, tm * block_m, tn * block_n], disable_tma=not tma)
+            else:
+                T.copy(c_s, out[tm * block_m, tn * block_n], disable_tma=not tma)
+        else:
+            if split:
+                T.copy(acc, out[kz, tm * block_m, tn * block_n])
+            else:
+                T.copy(acc, out[tm * block_m, tn * block_n])
+
+    def buffers():
+        a_tile = T.alloc_shared((block_m, block_k), dtype)
+        b_tile_s = T.alloc_shared(b_tile, dtype)
+        acc = T.alloc_fragment((block_m, block_n), "float32")
+        c_s = T.alloc_shared((block_m, block_n), out_dtype) if epilogue == "smem" else None
+        return a_tile, b_tile_s, acc, c_s
+
+    if split:
+        ws = workspace_shape(m, n, k, block_m=block_m, block_n=block_n, split_k=split_k)
+        reduce_m = REDUCE_ELEMENTS // block_n
+
+        @T.prim_func
+        def gemm_split_k(
+            A: T.Tensor((m, k), dtype),
+            B: T.Tensor(b_shape, dtype),
+            W: T.Tensor(ws, "float32"),
+            C: T.Tensor((m, n), dtype),
+        ):
+            with T.Kernel(tiles_n, tiles_m, split_k, threads=threads) as (bx, by, bz):
+                a_tile, b_tile_s, acc, c_s = buffers()
+                T.use_swizzle(panel_size=max(panel_size, 1), enable=panel_size > 0)
+                tile(A, B, W, a_tile, b_tile_s, acc, c_s, by, bx, bz)
+            with T.Kernel(tiles_n, T.ceildiv(m, reduce_m), threads=REDUCE_THREADS) as (rx, ry):
+                total = T.alloc_fragment((reduce_m, block_n), "float32")
+                T.clear(total)
+                for z in T.unroll(split_k):
+                    for i, j in T.Parallel(reduce_m, block_n):
+                        total[i, j] += W[z, ry * reduce_m + i, rx * block_n + j]
+                T.copy(total, C[ry * reduce_m, rx * block_n])
+
+        return gemm_split_k
+
+    if persistent:
+
+        @T.prim_func
+        def gemm_persistent(
+            A: T.Tensor((m, k), dtype),
+            B: T.Tensor(b_shape, dtype),
+            C: T.Tensor((m, n), dtype),
+        ):
+            with T.Kernel(workers, threads=threads) as worker:
+                a_tile, b_tile_s, acc, c_s = buffers()
+                for w in T.serial(waves):
+                    t = w * workers + worker
+                    if t < tiles:
+                        tm, tn = raster(t, tiles_m, tiles_n, panel_size)
+                        tile(A, B, C, a_tile, b_tile_s, acc, c_s, tm, tn, 0)
+
+        return gemm_persistent
 
     @T.prim_func
     def gemm(
@@ -157,19 +402,36 @@ def gemm_program(
         B: T.Tensor(b_shape, dtype),
         C: T.Tensor((m, n), dtype),
     ):
-        with T.Kernel(T.ceildiv(n, block_n), T.ceildiv(m, block_m), threads=threads) as (bx, by):
-            a_tile = T.alloc_shared((block_m, block_k), dtype)
-            b_tile_s = T.alloc_shared(b_tile, dtype)
-            acc = T.alloc_fragment((block_m, block_n), "float32")
+        with T.Kernel(tiles_n, tiles_m, threads=threads) as (bx, by):
+            a_tile, b_tile_s, acc, c_s = buffers()
             T.use_swizzle(panel_size=max(panel_size, 1), enable=panel_size > 0)
-            T.clear(acc)
-            for ko in T.Pipelined(T.ceildiv(k, block_k), num_stages=num_stages):
-                T.copy(A[by * block_m, ko * block_k], a_tile)
-                if transpose_b:
-                    T.copy(B[bx * block_n, ko * block_k], b_tile_s)
-                else:
-                    T.copy(B[ko * block_k, bx * block_n], b_tile_s)
-                T.gemm(a_tile, b_tile_s, acc, transpose_B=transpose_b, policy=policy)
-            T.copy(acc, C[by * block_m, bx * block_n])
+            tile(A, B, C, a_tile, b_tile_s, acc, c_s, by, bx, 0)
 
     return gemm
+
+
+REDUCE_ELEMENTS, REDUCE_THREADS = 2048, 128  # split-K reduction: 16 partial sums a thread, one K slice at a time
+
+
+def workspace_shape(m: int, n: int, k: int, *, block_m: int, block_n: int, split_k: int) -> tuple[int, int, int]:
+    """Split-K partial sums: one float32 tile per output tile and K slice, padded to whole tiles
+    (so every call writes all of it before the reduction reads it)."""
+    return (split_k, math.ceil(m / block_m) * block_m, math.ceil(n / block_n) * block_n)
+
+
+def raster(t: Any, tiles_m: int, tiles_n: int, panel: int) -> tuple[Any, Any]:
+    """The (M, N) tile of linear tile ``t`` in the order of TileLang's ``rasterization2DRow``:
+    panels of ``panel`` tile rows walked column by column, every other panel right to left, the
+    last panel narrower if ``panel`` does not divide the rows (``panel=0``: row-major)."""
+    import tilelang.language as T
+
+    div, mod = T.truncdiv, T.truncmod  # t >= 0: no floor corrections
+    if panel == 0:
+        return div(t, tiles_n), mod(t, tiles_n)
+    span = panel * tiles_n
+    index, offset = div(t, span), mod(t, span)
+    tail = tiles_m % panel
+    rows = panel if tail == 0 else T.if_then_else(index < tiles_m // panel, panel, tail)
+    col = div(offset, rows)
+    col = T.if_then_else(mod(index, 2) == 1, tiles_n - 1 - col, col)
+    return mod(offset, rows) + index * panel, col

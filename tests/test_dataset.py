@@ -49,7 +49,7 @@ def test_rejects_other_files_and_duplicates(tmp_path):
 def test_narrow_keeps_constraints():
     op = registry.load("gemm")
     space = op.space(op.problem(m=8192, n=8192, k=8192), Target.from_arch("sm_90a"))
-    sub = dataset.narrow(space, record_dataset.SUBSPACE)
+    sub = dataset.sweep(space, record_dataset.SUBSPACE)
     assert sub.size == 648 and sub.count_valid() == 504
     assert not sub.is_valid({"block_m": 256, "block_n": 256, "block_k": 32, "num_stages": 2, "threads": 256,
                              "panel_size": 0, "warp_policy": "square"})

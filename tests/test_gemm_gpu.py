@@ -42,6 +42,56 @@ def test_gemm_is_correct_for_awkward_shapes_layouts_and_dtypes():
     assert not failures, failures
 
 
+KNOB_BASE = dict(block_m=128, block_n=128, block_k=64, num_stages=3, threads=256, panel_size=8, warp_policy="square")
+KNOB_CONFIGS = [  # one per knob beyond the tile shape, on shapes the constraints would not always allow
+    dict(KNOB_BASE, split_k=4),
+    dict(KNOB_BASE, persistent=True, epilogue="smem"),
+    dict(KNOB_BASE, tma=False, warp_specialize="off", epilogue="smem"),
+    dict(KNOB_BASE, block_n=256, warp_specialize="role_based"),
+    dict(KNOB_BASE, warp_specialize="off", epilogue="smem"),
+]
+
+
+def test_new_knobs_are_correct_for_awkward_shapes_layouts_and_dtypes():
+    runner = LocalRunner(timeout=120)
+    target = runner.start()
+    candidates = [
+        Candidate("gemm", dict(m=m, n=n, k=k, dtype=dtype, layout=layout), config, target)
+        for (m, n, k) in SHAPES + [(4100, 4000, 1032)]
+        for dtype in ("float16", "bfloat16")
+        for layout in ("nn", "nt")
+        for config in KNOB_CONFIGS
+    ]
+    failures = []
+    with LocalBuilder(timeout=600) as builder:
+        for future in [builder.submit(c) for c in candidates]:
+            build = future.result()
+            result = runner.run(build.candidate) if build.ok else None
+            if result is None or result.status != Status.OK:
+                failures.append((build.candidate.problem, build.candidate.config, build.error or result.error))
+    runner.close()
+    assert not failures, failures
+
+
+def test_split_k_rewrites_its_output_and_workspace_on_every_call():
+    import torch
+
+    from search_spaces.gemm import GemmOp
+    from tilesearch.target import detect
+
+    op = GemmOp()
+    problem = op.problem(m=256, n=512, k=8192)
+    kernel = op.build(problem, dict(KNOB_BASE, split_k=4), detect())
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    out = op.make_outputs(problem, "cuda")[0]
+    for _ in range(2):
+        a, b = op.make_inputs(problem, "cuda", gen)
+        out.fill_(float("nan"))
+        kernel(a, b, out)
+        ref = a.double() @ b.double()
+        assert ((out.double() - ref).norm() / ref.norm()).item() < 2e-3
+
+
 def test_tune_small_gemm_end_to_end(tmp_path):
     storage = f"sqlite:///{tmp_path / 'gpu.db'}"
     space = Space(

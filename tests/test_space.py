@@ -75,10 +75,12 @@ def test_gemm_space_prunes_by_shared_memory_and_registers():
     op = GemmOp()
     problem = op.problem(m=4096, n=4096, k=4096)
     space = op.space(problem, Target.from_arch("sm_90a"))
-    big = dict(block_m=256, block_n=256, block_k=128, num_stages=5, threads=256, panel_size=8, warp_policy="square")
+    big = dict(block_m=256, block_n=256, block_k=128, num_stages=5, threads=256, panel_size=8, warp_policy="square",
+               **GemmOp.defaults)
     assert smem_bytes(big, "float16") == 5 * (256 * 128 * 2) * 2
     assert space.why_invalid(big).startswith("shared memory")
-    regs = dict(block_m=256, block_n=256, block_k=32, num_stages=2, threads=128, panel_size=0, warp_policy="square")
+    regs = dict(block_m=256, block_n=256, block_k=32, num_stages=2, threads=128, panel_size=0, warp_policy="square",
+                **GemmOp.defaults)
     assert space.why_invalid(regs).startswith("registers")
     valid = list(space.enumerate())
     assert all(smem_bytes(c, "float16") <= 232_448 for c in valid)

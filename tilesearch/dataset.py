@@ -116,15 +116,35 @@ class Dataset:
         return min(ok, key=lambda r: r.latency_ms)
 
     def restrict(self, space: Space) -> Space:
-        """``space`` with each knob narrowed to the values this dataset swept (constraints kept)."""
+        """``space`` with each knob narrowed to the values this dataset swept (constraints kept).
+
+        Knobs of ``space`` that the dataset does not sweep are left out: the op's template runs
+        them at their defaults, as it did when the dataset was recorded (an op adds knobs with
+        defaults that reproduce its earlier kernels)."""
         knobs = self.knobs
-        if set(knobs) != set(space.names):
+        if not set(knobs) <= set(space.names):
             raise DatasetError(f"{self.name} sweeps knobs {sorted(knobs)}; the space has {sorted(space.names)}")
         common = {name: [v for v in space[name].values() if v in values] for name, values in knobs.items()}
         empty = [name for name, values in common.items() if not values]
         if empty:
             raise DatasetError(f"{self.name} has no value of {empty} that the space allows")
-        return narrow(space, common)
+        return sweep(space, common)
+
+
+def project(space: Space, names: Iterable[str]) -> Space:
+    """The sub-space of ``space`` with only the knobs ``names`` (constraints kept); the template's
+    defaults stand in for the knobs left out."""
+    keep = set(names)
+    unknown = sorted(keep - set(space.names))
+    if unknown:
+        raise DatasetError(f"knobs {unknown} are not in the space {list(space.names)}")
+    return Space([k for k in space.knobs if k.name in keep], space.constraints)
+
+
+def sweep(space: Space, knobs: Mapping[str, Sequence[Any]]) -> Space:
+    """The sub-space that sweeps exactly ``knobs`` over their listed values: :func:`project` then
+    :func:`narrow`."""
+    return narrow(project(space, knobs), knobs)
 
 
 def narrow(space: Space, knobs: Mapping[str, Sequence[Any]]) -> Space:

@@ -125,6 +125,9 @@ class Operator(abc.ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
+    defaults: ClassVar[dict[str, Any]] = {}
+    """Knob values the template takes when a configuration leaves the knob out (a sub-space, or
+    a record from before the knob existed)."""
 
     def problem(self, **raw: Any) -> Problem:
         """Validates raw parameters (strings from the command line are fine) into a :class:`Problem`."""

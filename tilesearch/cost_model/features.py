@@ -77,8 +77,9 @@ def gemm_features(problem: Mapping[str, Any], config: Mapping[str, Any], target:
     bm, bn, bk = config["block_m"], config["block_n"], config["block_k"]
     stages, threads, panel = config["num_stages"], config["threads"], config["panel_size"]
     esize = 2
+    split = config.get("split_k", 1)
     tiles_m, tiles_n = math.ceil(m / bm), math.ceil(n / bn)
-    tiles = tiles_m * tiles_n
+    tiles = tiles_m * tiles_n * split  # blocks: one per output tile and K slice
     smem = stages * (bm + bn) * bk * esize
     acc = bm * bn / threads
     regs = min(255, acc + 40)
@@ -93,7 +94,7 @@ def gemm_features(problem: Mapping[str, Any], config: Mapping[str, Any], target:
     waves = tiles / slots
     full_waves = math.ceil(waves)
     last = (tiles - (full_waves - 1) * slots) / slots
-    k_iters = math.ceil(k / bk)
+    k_iters = math.ceil(math.ceil(k / bk) / split)
     warps = threads // 32
     wm, wn = warp_grid(str(config["warp_policy"]), warps, bm, bn)
     wtm, wtn = bm / wm, bn / wn
@@ -144,15 +145,20 @@ class Featurizer:
     Args:
         op: operator name (selects its :data:`EXTRA` features).
         space: the op's full space: its knobs fix the columns.
+        defaults: values of knobs a configuration leaves out (default: the registered op's).
     """
 
-    def __init__(self, op: str, space: Space) -> None:
+    def __init__(self, op: str, space: Space, defaults: Mapping[str, Any] | None = None) -> None:
+        from tilesearch import registry
+
         self.op = op
         self.space = space
+        self.defaults = dict(registry.load(op).defaults if defaults is None else defaults)
         self.extra = EXTRA.get(op)
         self._names: list[str] | None = None
 
     def row(self, problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> dict[str, float]:
+        config = {**self.defaults, **config}
         out = knob_features(self.space, config)
         out.update(problem_features(problem))
         if self.extra is not None:

@@ -137,6 +137,11 @@ def export(
     _check_destination(out)
     choice = best_trial(operator, problem, storage=storage, study=study, arch=arch or _device_arch())
     kernel = operator.build(problem, choice.record.config, choice.target)
+    if not hasattr(kernel, "export_library"):
+        raise ArtifactError(
+            f"{operator.name} {problem.key}: the best trial ({choice.record.config}) builds a "
+            f"{type(kernel).__name__}, not one compiled kernel; export handles single kernels"
+        )
 
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

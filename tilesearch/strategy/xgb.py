@@ -112,7 +112,9 @@ class XGBStrategy(Strategy):
                 "transfer": [g.source for g in self.sources]}
 
     def _setup(self, context: SearchContext) -> None:
-        self.featurizer = Featurizer(context.problem.op, context.op.space(context.problem, context.target))
+        self.featurizer = Featurizer(
+            context.problem.op, context.op.space(context.problem, context.target), context.op.defaults
+        )
         self.listed = context.space.size <= self.max_listed
         if self.listed:
             self._configs = list(context.space.enumerate())

@@ -108,7 +108,7 @@ def synthetic_dataset(path: Any, problem: dict[str, Any], knobs: dict[str, Any],
     operator = registry.load(op)
     prob = operator.problem(**problem)
     target = Target.from_arch("sm_90a", gpu="synthetic")
-    space = dataset.narrow(operator.space(prob, target), knobs)
+    space = dataset.sweep(operator.space(prob, target), knobs)
     rows = []
     for config in space.enumerate():
         ms = gemm_latency(prob.to_dict(), config, target)

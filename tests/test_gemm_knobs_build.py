@@ -1,0 +1,66 @@
+"""nvcc builds for sm_90a of GEMM configurations that use each knob beyond the tile shape."""
+
+import pytest
+
+from search_spaces.gemm import DEFAULTS, GemmOp
+from tilesearch.builder import LocalBuilder
+from tilesearch.records import Candidate
+from tilesearch.target import Target
+
+pytestmark = pytest.mark.nvcc
+
+H100 = Target.from_arch("sm_90a")
+BASE = dict(block_m=128, block_n=128, block_k=64, num_stages=3, threads=256, panel_size=8, warp_policy="square",
+            **DEFAULTS)
+CASES = {
+    "split_k": ((1024, 1024, 14336, "float16", "nn"), dict(split_k=4)),
+    "split_k_cp_async_smem": ((100, 3000, 2000, "bfloat16", "nt"),
+                              dict(split_k=2, tma=False, warp_specialize="off", epilogue="smem")),
+    "persistent_smem": ((4100, 4000, 1032, "float16", "nt"), dict(persistent=True, epilogue="smem")),
+    "role_based": ((2048, 2048, 2048, "float16", "nn"), dict(block_n=256, warp_specialize="role_based")),
+    "tma_store_unspecialized": ((2048, 2048, 2048, "bfloat16", "nn"), dict(warp_specialize="off", epilogue="smem")),
+    "two_consumer_warp_groups": ((2048, 2048, 2048, "float16", "nn"), dict(block_m=256, warp_policy="full_row")),
+}
+
+
+def candidate(name):
+    (m, n, k, dtype, layout), knobs = CASES[name]
+    return Candidate("gemm", dict(m=m, n=n, k=k, dtype=dtype, layout=layout), {**BASE, **knobs}, H100)
+
+
+@pytest.fixture(scope="module")
+def sources():
+    with LocalBuilder(workers=2, timeout=900) as builder:
+        futures = {name: builder.submit(candidate(name)) for name in CASES}
+        results = {name: f.result() for name, f in futures.items()}
+    failed = {name: r.error for name, r in results.items() if not r.ok}
+    assert not failed, failed
+    op = GemmOp()
+    out = {}
+    for name in CASES:  # from TileLang's cache now
+        c = candidate(name)
+        out[name] = op.build(op.problem(**c.problem), c.config, H100).get_kernel_source()
+    return out
+
+
+def test_split_k_builds_a_gemm_and_a_reduction(sources):
+    for name in ("split_k", "split_k_cp_async_smem"):
+        assert sources[name].count("__global__ void __launch_bounds__") == 2
+    assert "tma_load" in sources["split_k"] and "tma_load" not in sources["split_k_cp_async_smem"]
+
+
+def test_persistent_loop_with_tma_store_epilogue_builds(sources):
+    src = sources["persistent_smem"]
+    assert "for (int w = 0; w < " in src and "tma_store" in src
+
+
+def test_lowering_switches_build(sources):
+    assert "__launch_bounds__(384, 1)" in sources["role_based"]
+    unspecialized = sources["tma_store_unspecialized"]
+    assert "tma_store" in unspecialized and "tma_load" not in unspecialized and "warpgroup_reg_alloc" not in unspecialized
+
+
+def test_256_thread_tiles_are_two_consumer_warp_groups_plus_a_producer(sources):
+    # the registers constraint counts accumulators per consumer thread: 256 x 128 / 256 = 128
+    src = sources["two_consumer_warp_groups"]
+    assert "__launch_bounds__(384, 1)" in src and "warpgroup_reg_alloc<240>" in src and "float acc[128];" in src

@@ -34,6 +34,8 @@ def _nvcc() -> str:
 def collect(torch_cuda: bool = False) -> dict[str, Any]:
     """Package versions; ``torch_cuda`` adds the CUDA runtime torch was built with."""
     found = {name: _version(name) for name in ("tilesearch", "tilelang", "torch", "optuna", "xgboost")}
+    if found["xgboost"] == "none":  # the CPU-only wheel installs the same module under another name
+        found["xgboost"] = _version("xgboost-cpu")
     found["nvcc"] = _nvcc()
     if torch_cuda:
         import torch

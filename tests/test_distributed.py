@@ -144,3 +144,14 @@ def test_tune_parallel_reports_a_worker_that_could_not_start(tmp_path):
 def test_cli_rejects_bad_worker_settings(args, message, capsys):
     assert main(args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_tune_parallel_searches_only_the_given_knob_values(tmp_path):
+    log = str(tmp_path / "runs")
+    knobs = {"tile_a": (16, 32), "tile_b": (16,), "depth": (1, 2), "order": ("row",)}
+    settings = TuneSettings(strategy="grid", trials=10, storage=f"sqlite:///{tmp_path / 'k.db'}", study="k")
+    result = tune_parallel(TOY_OP, {"size": 64}, gpus=[0, 1], settings=settings, knobs=knobs,
+                           runner="tilesearch.testing.worker:synthetic_runner", runner_kwargs={"log": log})
+    configs = [r.config for r in measured(TuningDatabase(settings.storage, "k"))]
+    assert result.measured_now == len(configs) == 4
+    assert {(c["tile_a"], c["depth"]) for c in configs} == {(16, 1), (16, 2), (32, 1), (32, 2)}

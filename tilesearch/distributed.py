@@ -14,12 +14,15 @@ import multiprocessing as mp
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tilesearch import registry
 from tilesearch.builder.local import default_workers
 from tilesearch.database import TrialRecord, TuningDatabase, storage_url
+from tilesearch.dataset import narrow
+from tilesearch.target import Target
 from tilesearch.tuner import TuneResult, TuneSettings, tune
 from tilesearch.workers import _resolve
 
@@ -71,6 +74,7 @@ def tune_parallel(
     settings: TuneSettings | None = None,
     runner: str | None = None,
     runner_kwargs: dict[str, Any] | None = None,
+    knobs: Mapping[str, Sequence[Any]] | None = None,
 ) -> ParallelResult:
     """Tunes ``op`` on ``problem`` with one worker process per entry of ``gpus``.
 
@@ -83,6 +87,9 @@ def tune_parallel(
         runner: import path of ``f(settings, **runner_kwargs) -> Runner`` to use instead of a
             :class:`~tilesearch.runner.LocalRunner` on the worker's GPU (tests).
         runner_kwargs: keyword arguments for ``runner``.
+        knobs: search only these values of these knobs (the op's constraints kept, for
+            ``settings.arch``, default ``sm_90a``): each worker narrows the op's space itself,
+            as a space's constraints do not cross processes.
     """
     settings = settings or TuneSettings()
     url = storage_url(settings.storage)
@@ -99,7 +106,8 @@ def tune_parallel(
             settings, storage=url, device=gpu, seed=settings.seed + i, build_workers=cores, progress=False
         )
         proc = _CTX.Process(
-            target=_work, args=(queue, i, gpu, op, problem, mine, runner, runner_kwargs or {}), name=f"tuner-{i}"
+            target=_work, args=(queue, i, gpu, op, problem, mine, runner, runner_kwargs or {}, knobs),
+            name=f"tuner-{i}",
         )
         proc.start()
         procs.append(proc)
@@ -110,11 +118,17 @@ def tune_parallel(
 
 
 def _work(queue: Any, index: int, gpu: int, op: str, problem: dict[str, Any], settings: TuneSettings,
-          runner: str | None, runner_kwargs: dict[str, Any]) -> None:
+          runner: str | None, runner_kwargs: dict[str, Any], knobs: Mapping[str, Sequence[Any]] | None) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         made = _resolve(runner)(settings, **runner_kwargs) if runner else None
-        queue.put(WorkerOutcome(index, gpu, result=tune(op, problem, settings=settings, runner=made)))
+        space = None
+        if knobs:
+            operator = registry.load(op)
+            target = Target.from_arch(settings.arch or "sm_90a")
+            space = narrow(operator.space(operator.problem(**problem), target), knobs)
+        result = tune(op, problem, settings=settings, runner=made, space=space)
+        queue.put(WorkerOutcome(index, gpu, result=result))
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, which goes on
         queue.put(WorkerOutcome(index, gpu, error=f"{type(exc).__name__}: {exc}"))
 

@@ -12,7 +12,7 @@ port=${3:-55432}
 
 bindir() {
     if command -v pg_ctl >/dev/null 2>&1; then dirname "$(readlink -f "$(command -v pg_ctl)")"; return; fi
-    ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1
+    { ls -d /usr/lib/postgresql/*/bin 2>/dev/null || true; } | sort -V | tail -1
 }
 
 as_owner() {  # initdb and postgres refuse to run as root

@@ -67,3 +67,13 @@ def test_progress_label_says_replayed(data):
 
     assert Progress(3, "gemm", False, ReplayRunner(data).replayed).label.startswith("[replayed]")
     assert Target.from_dict(data.meta["target"]).gpu == "synthetic"
+
+
+def test_runner_given_by_name_to_tune_is_used():
+    """Regression: tune(runner="replay:PATH") used to be taken as a Runner object and ignored."""
+    from tilesearch.tuner import tune as tune_fn
+
+    path = "experiments/data/gemm_4096x4096x4096_float16_nn_h100_80gb_hbm3.jsonl.gz"
+    result = tune_fn("gemm", {"m": 4096, "n": 4096, "k": 4096}, runner=f"replay:{path}", strategy="random",
+                     trials=3, storage=":memory:", progress=False)
+    assert result.replayed and result.measured_now == 3 and result.best[0].replayed

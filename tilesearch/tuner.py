@@ -113,20 +113,23 @@ def tune(
     settings: TuneSettings | None = None,
     strategy: str | Strategy | None = None,
     builder: Builder | None = None,
-    runner: Runner | None = None,
+    runner: str | Runner | None = None,
     space: Space | None = None,
     **overrides: Any,
 ) -> TuneResult:
     """Tunes one problem of ``op`` and returns the best correct configurations.
 
     ``overrides`` are :class:`TuneSettings` fields (``trials=48``) or problem parameters
-    (``m=4096``). ``strategy`` is a name or a :class:`Strategy` object; ``builder`` and ``runner``
-    may be given as objects, else they are made from ``settings``; ``space`` replaces the op's
+    (``m=4096``). ``strategy`` and ``runner`` are names (``"tpe"``, ``"replay:PATH"``) or objects;
+    ``builder`` may be given as an object, else it is made from ``settings``; ``space`` replaces the op's
     own knob space (a sub-space for a sweep, say).
     """
     if isinstance(strategy, str):
         overrides["strategy"] = strategy
         strategy = None
+    if isinstance(runner, str):
+        overrides["runner"] = runner
+        runner = None
     operator = registry.load(op) if isinstance(op, str) else op
     op_ref = op if isinstance(op, str) else operator.name
     setting_keys = set(TuneSettings.keys())

@@ -19,6 +19,9 @@ Three algorithms behind the ``algorithm`` knob, searched in one space:
   into shared-memory hi/lo tiles once, then walks its share of the K tiles (all of them when
   ``k_split`` is 1), writing one ``block_t x block_k`` tile of S per step; the write of S, which
   dominates the cost, streams while the next K tile loads.
+- ``reduce_stream``: reduce_first's reduce kernel, then fused's walk over K tiles with hi/lo
+  loaded from the workspace: Q is read once in all (fused reads it once per split of k), and
+  the walk's prologue is a short load instead of a sum over h.
 
 Knobs that an algorithm does not use are pinned to their first value by constraints ("irrelevant
 for algorithm ..."), so the space enumerates each distinct kernel once.
@@ -37,9 +40,11 @@ from tilesearch.target import Target
 
 DTYPES = ("bfloat16", "float16")
 OUT_DTYPES = ("float32", "bfloat16", "float16")
-ALGORITHMS = ("direct", "reduce_first", "fused")
+ALGORITHMS = ("direct", "reduce_first", "fused", "reduce_stream")
+WALKS_K = ("fused", "reduce_stream")  # kernels whose main loop walks K tiles, writing S as it goes
+TWO_KERNELS = {"reduce_first", "reduce_stream"}  # a reduce kernel first, writing hi/lo
 # how a tile of S leaves the registers: straight to global memory; staged in shared memory and
-# written by one bulk copy (TMA on sm_90 where S's rows are 16-byte aligned); or (fused only)
+# written by one bulk copy (TMA on sm_90 where S's rows are 16-byte aligned); or (WALKS_K only)
 # through two shared buffers whose TMA stores overlap the next tile's arithmetic
 EPILOGUES = ("fragment", "shared", "async")
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers; more spills on sm_90
@@ -52,7 +57,8 @@ REDUCE_STAGES = 3
 USES = {
     "direct": {"block_t", "block_k", "block_d", "num_stages", "threads", "epilogue"},
     "reduce_first": {"block_t", "block_k", "block_d", "num_stages", "threads", "epilogue"},
-    "fused": {"block_t", "block_k", "num_stages", "threads", "k_split", "epilogue"},
+    "fused": {"block_t", "block_k", "num_stages", "threads", "k_split", "epilogue", "q_stages", "store_buffers"},
+    "reduce_stream": {"block_t", "block_k", "num_stages", "threads", "k_split", "epilogue", "store_buffers"},
 }
 
 ACCUMULATION_FLOOR = 5e-6  # relative error allowed any float32-accumulated result
@@ -74,26 +80,33 @@ def knobs() -> list[Any]:
         Categorical("threads", (128, 256)),
         Categorical("k_split", (1, 2, 4, 8)),
         Categorical("epilogue", EPILOGUES),
+        # fused: copies of Q in flight while a block sums its rows over h (the kernel's prologue)
+        IntRange("q_stages", 2, 4),
+        # WALKS_K, async epilogue: shared S buffers, i.e. TMA stores in flight per block
+        IntRange("store_buffers", 2, 4),
     ]
 
 
 def smem_bytes(config: Mapping[str, Any], d: int, out_dtype: str = "float32") -> int:
-    """Shared memory of one block, as TileLang 0.1.15 plans it: the fused kernel stages S tiles
-    inside its pipelined loop (beside the operands); the others after it (in the operands' space)."""
+    """Shared memory of one block, as TileLang 0.1.15 plans it (buffers share space where their
+    lifetimes do not overlap): the fused kernel's Q staging tiles, live only while it sums Q over
+    h, share space with what its main loop uses (hi, lo, the K stages and the S tiles); the other
+    kernels stage S after their loop, in the operands' space."""
     c = config
-    buffers = {"fragment": 0, "shared": 1, "async": 2}[c["epilogue"]]
+    buffers = {"fragment": 0, "shared": 1, "async": c.get("store_buffers", 2)}[c["epilogue"]]
     staged = buffers * c["block_t"] * c["block_k"] * (4 if out_dtype == "float32" else 2)
-    operands = operand_smem_bytes(c, d)
-    return operands + staged if c["algorithm"] == "fused" else max(operands, staged)
+    if c["algorithm"] in WALKS_K:
+        dp = padded_d(d)
+        summing = 2 * max(c.get("q_stages", 2), 2) * c["block_t"] * dp if c["algorithm"] == "fused" else 0
+        looping = 2 * (2 * c["block_t"] * dp + c["num_stages"] * c["block_k"] * dp) + staged
+        return max(summing, looping)
+    return max(operand_smem_bytes(c, d), staged)
 
 
 def operand_smem_bytes(config: Mapping[str, Any], d: int) -> int:
-    """Shared memory of the operand tiles of one block (2-byte elements)."""
+    """Shared memory of the operand tiles of one block of ``direct`` or ``reduce_first`` (2-byte
+    elements)."""
     c = config
-    if c["algorithm"] == "fused":
-        dp = padded_d(d)
-        # the Q staging tiles of the reduction share memory with hi/lo, which live after it
-        return 2 * (2 * c["block_t"] * dp + c["num_stages"] * c["block_k"] * dp)
     if c["algorithm"] == "direct":
         q_tiles = c["num_stages"] * c["block_t"] * c["block_d"]
         k_once = c["block_d"] >= d  # one d step: K's tile is loaded once, not per stage
@@ -104,7 +117,7 @@ def operand_smem_bytes(config: Mapping[str, Any], d: int) -> int:
 def pipelined_steps(problem: Problem, config: Mapping[str, Any]) -> int:
     """Iterations of the kernel's main pipelined loop."""
     c = config
-    if c["algorithm"] == "fused":
+    if c["algorithm"] in WALKS_K:
         k_tiles = -(-problem["k"] // c["block_k"])
         return -(-k_tiles // min(c["k_split"], k_tiles))
     d_steps = -(-problem["d"] // c["block_d"])
@@ -125,7 +138,7 @@ def constraints(problem: Problem, target: Target) -> list[Any]:
         return None
 
     def d_tile(c: Mapping[str, Any]) -> str | None:
-        if c["algorithm"] != "fused" and c["block_d"] > D_ALIGN and c["block_d"] // 2 >= dp:
+        if c["algorithm"] not in WALKS_K and c["block_d"] > D_ALIGN and c["block_d"] // 2 >= dp:
             return f"block_d: {c['block_d']} is twice the padded d={dp} or more"
         return None
 
@@ -143,15 +156,19 @@ def constraints(problem: Problem, target: Target) -> list[Any]:
 
     def overlapped_stores(c: Mapping[str, Any]) -> str | None:
         if c["epilogue"] != "async":
+            if c["store_buffers"] != first["store_buffers"]:
+                return f"store_buffers: only the async epilogue has several; pinned to {first['store_buffers']}"
             return None
-        if c["algorithm"] != "fused":
-            return "epilogue: async needs a loop that writes S (only the fused kernel has one)"
+        if c["algorithm"] not in WALKS_K:
+            return f"epilogue: async needs a loop that writes S (only {' and '.join(WALKS_K)} have one)"
         row_bytes = problem["k"] * (4 if problem["out_dtype"] == "float32" else 2)
         if row_bytes % 16:
             return f"epilogue: async stores by TMA, which needs S's rows ({row_bytes} B) 16-byte aligned"
         return None
 
     def stages(c: Mapping[str, Any]) -> str | None:
+        if c["q_stages"] > max(problem["h"], 2):
+            return f"q_stages: {c['q_stages']} > h={problem['h']} heads to pipeline"
         steps = pipelined_steps(problem, c)
         if c["num_stages"] > 1 and c["num_stages"] > steps:
             return f"num_stages: {c['num_stages']} > {steps} pipelined steps"
@@ -199,18 +216,24 @@ class EinsumSumOp(Operator):
         return Space(knobs(), constraints(problem, target))
 
     def program(self, problem: Problem, config: Config) -> Any:
-        """The tile program of ``config``; for ``reduce_first``, its GEMM (which runs after
-        :func:`reduce_program`, see :meth:`build`)."""
+        """The tile program of ``config``; for ``reduce_first`` and ``reduce_stream``, the kernel
+        that runs after :func:`reduce_program` (see :meth:`build`)."""
         p, c = problem, config
         shape = (p["t"], p["k"], p["h"], p["d"], p["dtype"], p["out_dtype"])
-        template = {"direct": direct_program, "reduce_first": hilo_gemm_program, "fused": fused_program}
+        template = {
+            "direct": direct_program,
+            "reduce_first": hilo_gemm_program,
+            "fused": fused_program,
+            "reduce_stream": stream_program,
+        }
         return template[c["algorithm"]](*shape, **{name: c[name] for name in USES[c["algorithm"]]})
 
     def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
         """Turns TileLang's warp specialization off where 0.1.15 gets it wrong:
 
         - fused: it specializes the first pipelined loop and then multi-buffers the second
-          loop's tiles twice over (double the shared memory);
+          loop's tiles twice over (double the shared memory); reduce_stream runs the same walk
+          over K tiles, so it keeps the same (measured) lowering;
         - reduce_first when K's rows are not 16-byte aligned (d % 8 != 0): K is then copied by
           the producer threads rather than by TMA, and its tile is released after the hi
           product, while the lo product still reads it (a race: relative error 6.5e-4 at
@@ -219,12 +242,12 @@ class EinsumSumOp(Operator):
         Without it, both loops run as plain cp.async software pipelines.
         """
         unaligned_k = problem["d"] * 2 % 16 != 0
-        if config["algorithm"] == "fused" or (config["algorithm"] == "reduce_first" and unaligned_k):
+        if config["algorithm"] in WALKS_K or (config["algorithm"] == "reduce_first" and unaligned_k):
             return {"tl.disable_warp_specialized": True}
         return {}
 
     def build(self, problem: Problem, config: Config, target: Target) -> Any:
-        """Compiles the kernel of ``config``; for ``reduce_first``, both kernels, run in turn by a
+        """Compiles the kernel of ``config``; for the two-kernel algorithms, both, run in turn by a
         :class:`ReduceThenGemm` (the reduce kernel, the same for every configuration of a
         problem, is compiled once per process)."""
         import logging
@@ -233,7 +256,7 @@ class EinsumSumOp(Operator):
 
         logging.getLogger("tilelang").setLevel(logging.WARNING)
         p = problem
-        if config["algorithm"] != "reduce_first":
+        if config["algorithm"] not in TWO_KERNELS:
             return _compile(self.program(problem, config), target, self.pass_configs(problem, config))
         reduce = _reduce_kernel(p["t"], p["h"], p["d"], p["dtype"], target)
         gemm = _compile(self.program(problem, config), target, self.pass_configs(problem, config))
@@ -333,7 +356,8 @@ def split_hilo(x: Any, dtype: Any) -> tuple[Any, Any]:
 
 
 class ReduceThenGemm:
-    """The two kernels of ``reduce_first`` as one callable ``(Q, K, S)``, with its hi/lo workspace."""
+    """The two kernels of ``reduce_first`` or ``reduce_stream`` as one callable ``(Q, K, S)``, with
+    their hi/lo workspace."""
 
     def __init__(self, reduce: Any, gemm: Any, *, rows: int, cols: int, dtype: str) -> None:
         self.reduce, self.gemm = reduce, gemm
@@ -355,7 +379,7 @@ class ReduceThenGemm:
 
     def export_library(self, path: str) -> None:
         raise NotImplementedError(
-            "reduce_first runs two kernels and a workspace; tilesearch export writes one kernel: "
+            "reduce_first and reduce_stream run two kernels and a workspace; tilesearch export writes one kernel: "
             "export a direct or fused configuration"
         )
 
@@ -525,20 +549,18 @@ def fused_program(
     threads: int = 128,
     k_split: int = 1,
     epilogue: str = "fragment",
+    q_stages: int = 2,
+    store_buffers: int = 2,
 ) -> Any:
-    """``fused``: a block sums its query rows over h into shared hi/lo tiles, then walks
-    ``ceil(k_tiles / k_split)`` consecutive K tiles, writing a tile of S per step. With
-    ``epilogue="async"`` the tiles of S alternate between two shared buffers and leave by TMA
-    stores that are waited for only when their buffer comes round again, so writing one tile
-    overlaps computing the next."""
+    """``fused``: a block sums its query rows over h into shared hi/lo tiles (``q_stages`` copies
+    of Q in flight), then walks ``ceil(k_tiles / k_split)`` consecutive K tiles, writing a tile of
+    S per step. With ``epilogue="async"`` the tiles of S rotate through ``store_buffers`` shared
+    buffers and leave by TMA stores that are waited for only when their buffer comes round again,
+    so writing tiles overlaps computing the next ones."""
     import tilelang.language as T
 
     dp = padded_d(d)
-    k_tiles = -(-k // block_k)
-    per_block = -(-k_tiles // k_split)
-    splits = -(-k_tiles // per_block)
-    staged = epilogue == "shared"
-    overlapped = epilogue == "async"
+    walk = _KWalk(k, dp, dtype, out_dtype, block_t, block_k, num_stages, k_split, epilogue, store_buffers)
 
     @T.prim_func
     def einsum_sum_fused(
@@ -546,16 +568,76 @@ def fused_program(
         K: T.Tensor((k, d), dtype),
         S: T.Tensor((t, k), out_dtype),
     ):
-        with T.Kernel(splits, T.ceildiv(t, block_t), threads=threads) as (bx, by):
+        with T.Kernel(walk.splits, T.ceildiv(t, block_t), threads=threads) as (bx, by):
             q_tile = T.alloc_shared((block_t, dp), dtype)
             hi = T.alloc_shared((block_t, dp), dtype)
             lo = T.alloc_shared((block_t, dp), dtype)
-            k_tile = T.alloc_shared((block_k, dp), dtype)
             total = T.alloc_fragment((block_t, dp), "float32")
+            macros().sum_heads_split(Q, by * block_t, block_t, dp, q_stages, q_tile, total, hi, lo)
+            walk.macro(K, S, hi, lo, bx, by)
+
+    return einsum_sum_fused
+
+
+def stream_program(
+    t: int,
+    k: int,
+    h: int,
+    d: int,
+    dtype: str = "bfloat16",
+    out_dtype: str = "float32",
+    *,
+    block_t: int = 64,
+    block_k: int = 128,
+    num_stages: int = 2,
+    threads: int = 128,
+    k_split: int = 1,
+    epilogue: str = "fragment",
+    store_buffers: int = 2,
+) -> Any:
+    """Second kernel of ``reduce_stream``: the fused kernel's walk over K tiles, with hi/lo loaded
+    from the workspace the reduce kernel wrote (a short prologue, instead of summing Q over h in
+    every block)."""
+    import tilelang.language as T
+
+    dp = padded_d(d)
+    walk = _KWalk(k, dp, dtype, out_dtype, block_t, block_k, num_stages, k_split, epilogue, store_buffers)
+
+    @T.prim_func
+    def einsum_sum_stream(
+        Hi: T.Tensor((t, dp), dtype),
+        Lo: T.Tensor((t, dp), dtype),
+        K: T.Tensor((k, d), dtype),
+        S: T.Tensor((t, k), out_dtype),
+    ):
+        with T.Kernel(walk.splits, T.ceildiv(t, block_t), threads=threads) as (bx, by):
+            hi = T.alloc_shared((block_t, dp), dtype)
+            lo = T.alloc_shared((block_t, dp), dtype)
+            T.copy(Hi[by * block_t, 0], hi)
+            T.copy(Lo[by * block_t, 0], lo)
+            walk.macro(K, S, hi, lo, bx, by)
+
+    return einsum_sum_stream
+
+
+class _KWalk:
+    """The loop the fused and stream kernels share: ``S[rows, cols] = hi @ K[cols]^T + lo @ K[cols]^T``
+    for the ``ceil(k_tiles / k_split)`` consecutive K tiles of split ``bx``, a tile of S per step."""
+
+    def __init__(self, k, dp, dtype, out_dtype, block_t, block_k, num_stages, k_split, epilogue, store_buffers):
+        import tilelang.language as T
+
+        k_tiles = -(-k // block_k)
+        per_block = -(-k_tiles // k_split)
+        self.splits = -(-k_tiles // per_block)
+        staged, overlapped = epilogue == "shared", epilogue == "async"
+
+        @T.macro
+        def walk(K, S, hi, lo, bx, by):
+            k_tile = T.alloc_shared((block_k, dp), dtype)
             acc = T.alloc_fragment((block_t, block_k), "float32")
             s_tile = T.alloc_shared((block_t, block_k), out_dtype) if staged else None
-            s_tiles = T.alloc_shared((2, block_t, block_k), out_dtype) if overlapped else None
-            macros().sum_heads_split(Q, by * block_t, block_t, dp, 2, q_tile, total, hi, lo)
+            s_tiles = T.alloc_shared((store_buffers, block_t, block_k), out_dtype) if overlapped else None
             for step in T.Pipelined(per_block, num_stages=num_stages):
                 col = (bx * per_block + step) * block_k
                 T.copy(K[col : col + block_k, 0:dp], k_tile)
@@ -563,10 +645,10 @@ def fused_program(
                 T.gemm(hi, k_tile, acc, transpose_B=True)
                 T.gemm(lo, k_tile, acc, transpose_B=True)
                 if overlapped:
-                    T.tma_store_wait(1)  # the store from this buffer, two steps ago, has read it
-                    T.copy(acc, s_tiles[step % 2, :, :])
+                    T.tma_store_wait(store_buffers - 1)  # the store that last used this buffer has read it
+                    T.copy(acc, s_tiles[step % store_buffers, :, :])
                     T.tma_copy(
-                        s_tiles[step % 2, :, :],
+                        s_tiles[step % store_buffers, :, :],
                         S[by * block_t : (by + 1) * block_t, col : col + block_k],
                         eviction_policy="evict_first",
                     )
@@ -575,4 +657,4 @@ def fused_program(
             if overlapped:
                 T.tma_store_wait(0)
 
-    return einsum_sum_fused
+        self.macro = walk

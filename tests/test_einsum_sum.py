@@ -79,7 +79,8 @@ def test_every_algorithm_has_kernels(op, params):
 def test_constraint_reasons(op):
     space = op.space(op.problem(t=8192, k=8192, h=16, d=128), SM90)
     base = dict(
-        algorithm="direct", block_t=128, block_k=128, block_d=128, num_stages=2, threads=256, k_split=1, epilogue="fragment"
+        algorithm="direct", block_t=128, block_k=128, block_d=128, num_stages=2, threads=256, k_split=1, epilogue="fragment",
+        q_stages=2, store_buffers=2,
     )
     assert space.why_invalid(base) is None
     assert space.why_invalid({**base, "k_split": 2}).startswith("irrelevant for algorithm direct: k_split")
@@ -96,6 +97,15 @@ def test_constraint_reasons(op):
     assert unaligned.why_invalid({**fused, "epilogue": "async", "k_split": 1, "block_t": 64}).startswith(
         "epilogue: async stores by TMA"
     )
+    assert space.why_invalid({**base, "q_stages": 3}).startswith("irrelevant for algorithm direct: q_stages")
+    assert space.why_invalid({**fused, "q_stages": 4}) is None
+    assert space.why_invalid({**fused, "store_buffers": 3}).startswith("store_buffers: only the async epilogue")
+    assert space.why_invalid({**fused, "epilogue": "async", "block_t": 64, "store_buffers": 4}) is None
+    stream = {**fused, "algorithm": "reduce_stream", "epilogue": "async", "block_t": 64, "store_buffers": 3}
+    assert space.why_invalid(stream) is None
+    assert space.why_invalid({**stream, "q_stages": 3}).startswith("irrelevant for algorithm reduce_stream: q_stages")
+    few_heads = op.space(op.problem(t=64, k=64, h=2, d=64), SM90)
+    assert few_heads.why_invalid({**fused, "k_split": 1, "block_t": 64, "block_k": 64, "q_stages": 3}).startswith("q_stages")
     small = op.space(op.problem(t=8, k=100, h=2, d=16), SM90)
     assert small.why_invalid({**base, "block_t": 128, "block_d": 32}).startswith("block_t")
     assert small.why_invalid({**base, "block_t": 64, "block_d": 64}).startswith("block_d")
@@ -195,6 +205,7 @@ COMPILE_CASES = [
     ("reduce_first", dict(t=1000, k=3000, h=12, d=72), dict(block_t=128, block_k=128, block_d=64, num_stages=2, threads=256, epilogue="shared")),
     ("fused", dict(t=1000, k=3000, h=12, d=72), dict(block_t=64, block_k=128, num_stages=2, threads=128, k_split=2)),
     ("fused", dict(t=8192, k=8192, h=16, d=128, dtype="float16", out_dtype="float16"), dict(block_t=64, block_k=128, num_stages=2, threads=128, k_split=2, epilogue="async")),
+    ("reduce_stream", dict(t=8192, k=8192, h=16, d=128), dict(block_t=64, block_k=64, num_stages=2, threads=128, k_split=2, epilogue="async", store_buffers=3)),
 ]
 
 
@@ -215,8 +226,9 @@ def test_lowers_and_compiles_for_sm90a(op, algorithm, params, tiles):
     if tiles.get("epilogue") in ("shared", "async") and params["k"] % 4 == 0:
         assert "tma_store" in source  # S's rows are 16-byte aligned: one bulk copy per tile
     if tiles.get("epilogue") == "async":
-        assert "tma_store_wait<1" in source  # a tile's store is waited for two steps later
-    if algorithm == "reduce_first":
+        # a tile's store is waited for when its buffer comes round again
+        assert f"tma_store_wait<{tiles.get('store_buffers', 2) - 1}" in source
+    if algorithm in es.TWO_KERNELS:
         assert isinstance(kernel, es.ReduceThenGemm) and "einsum_sum_reduce_kernel" in source
 
 

@@ -93,3 +93,16 @@ def test_processes_claiming_one_key_at_once_yield_to_exactly_one(kind, tmp_path)
         proc.join(timeout=60)
     assert all(proc.exitcode == 0 for proc in procs)
     assert sorted(v for _, v in results) == ["busy"] * (n - 1) + ["owned"]
+
+
+def test_a_claim_past_the_budget_yields_and_frees_its_key(db):
+    """Regression: two workers starting their last trials together made a 20-trial study 22."""
+    claims = Claims(db)
+    first, second = opened(db, candidate(1)), opened(db, candidate(2))
+    assert claims.claim(first.number, candidate(1).key, budget=2).verdict == Verdict.OWNED
+    assert claims.claim(second.number, candidate(2).key, budget=2).verdict == Verdict.OWNED
+    late = opened(db, candidate(3))
+    assert claims.claim(late.number, candidate(3).key, budget=2).verdict == Verdict.FULL
+    db.record_invalid(late, candidate(3), "budget: taken")
+    db.interrupt([second.number])  # a slot comes free: the key that yielded can be owned again
+    assert claims.claim(opened(db, candidate(3)).number, candidate(3).key, budget=2).verdict == Verdict.OWNED

@@ -38,7 +38,8 @@ def runs(log):
 
 def measured(db):
     """Finished records that hold a measurement of their own (not a copy, not a yield)."""
-    return [r for r in db.records() if r.duplicate_of is None and r.status not in ("interrupted", "running", "waiting")]
+    return [r for r in db.records()
+            if r.duplicate_of is None and r.status not in ("invalid", "interrupted", "running", "waiting")]
 
 
 @pytest.mark.parametrize("kind", storages.SHARED)
@@ -50,7 +51,7 @@ def test_four_workers_share_one_study_and_measure_nothing_twice(kind, tmp_path):
     assert [proc.returncode for proc in procs] == [0] * 4, [err[-2000:] for _, err in outs]
     keys = [key for key, _ in runs(log)]
     assert len(keys) == len(set(keys))
-    assert trials <= len(keys) <= trials + 3  # a worker may launch one more as the last ones finish together
+    assert len(keys) == trials  # workers launching their last trials together do not overshoot
     assert len({pid for _, pid in runs(log)}) > 1
     records = measured(TuningDatabase(url, study))
     assert sorted(r.key for r in records) == sorted(keys)
@@ -74,7 +75,7 @@ def test_four_cli_workers_with_the_replay_runner_share_one_study(kind, tmp_path)
     db = TuningDatabase(url, study)
     records = measured(db)
     assert len(records) == len({r.key for r in records})
-    assert trials <= len(records) <= trials + 3
+    assert len(records) == trials
     assert all(r.replayed for r in records)
     assert sum(int(out.split("measured now: ")[1].split()[0]) for out, _ in outs) == len(records)
 
@@ -117,7 +118,7 @@ def test_tune_parallel_runs_one_worker_per_gpu_on_one_study(tmp_path):
     assert [w.error for w in result.workers] == [None, None]
     assert [w.gpu for w in result.workers] == [0, 1]
     keys = [key for key, _ in runs(log)]
-    assert len(keys) == len(set(keys)) == result.measured_now and 20 <= len(keys) <= 21
+    assert len(keys) == len(set(keys)) == result.measured_now == 20
     assert result.best and result.best[0].latency_ms == min(r.latency_ms for r in measured(TuningDatabase(
         settings.storage, "p")))
 

@@ -12,7 +12,10 @@ for ``K``, oldest first, and looks at the trial each one names in the main study
 - finished with a result: ``K`` is done; the claimant records a copy (:attr:`Verdict.DONE`);
 - ended without a result (interrupted, failed by a heartbeat check, yielded itself): skipped.
 
-If no earlier ticket holds ``K``, the claimant owns it. Two owners at once are impossible: the
+If no earlier ticket holds ``K``, the claimant owns it, unless the study's budget of distinct
+configurations is already held by earlier tickets (running or finished with a result): then it
+yields (:attr:`Verdict.FULL`), so that workers starting their last trials together never
+overshoot ``trials``. Two owners at once are impossible: the
 later ticket's reader sees the earlier ticket, whose trial ends without a result only if its
 worker yielded or died. Trials that yield are recorded as pruned with ``duplicate_of``; the key
 is free again as soon as the holder's trial ends without a result.
@@ -36,6 +39,7 @@ class Verdict(str, enum.Enum):
     OWNED = "owned"
     BUSY = "busy"
     DONE = "done"
+    FULL = "full"
 
 
 @dataclass(frozen=True)
@@ -62,22 +66,22 @@ class Claims:
         except optuna.exceptions.DuplicatedStudyError:
             self.study_id = self.storage.get_study_id_from_name(name)
 
-    def claim(self, number: int, key: str) -> Claim:
-        """Claims ``key`` for trial ``number`` of the main study (see the module docstring)."""
+    def claim(self, number: int, key: str, budget: int | None = None) -> Claim:
+        """Claims ``key`` for trial ``number`` of the main study (see the module docstring);
+        with ``budget``, yields when that many other configurations are held by earlier tickets."""
         ticket = optuna.trial.create_trial(
             state=TrialState.COMPLETE,
             value=float(number),
             user_attrs={"key": key, "trial": number, "pid": os.getpid()},
         )
         mine = self.storage.get_trial_number_from_id(self.storage.create_new_trial(self.study_id, ticket))
-        earlier = sorted(
-            (t for t in self.storage.get_all_trials(self.study_id, deepcopy=False)
-             if t.number < mine and t.user_attrs.get("key") == key),
-            key=lambda t: t.number,
-        )
-        if not earlier:
+        before = [t for t in self.storage.get_all_trials(self.study_id, deepcopy=False) if t.number < mine]
+        earlier = sorted((t for t in before if t.user_attrs.get("key") == key), key=lambda t: t.number)
+        if not earlier and budget is None:
             return Claim(Verdict.OWNED)
         trials = {t.number: t for t in self.db.trials()}
+        if budget is not None and len(self._held(before, trials) - {key}) >= budget:
+            return Claim(Verdict.FULL)
         for t in earlier:
             held = trials.get(t.user_attrs["trial"])
             if held is None or held.number == number:
@@ -89,9 +93,23 @@ class Claims:
                 return Claim(Verdict.DONE, record)
         return Claim(Verdict.OWNED)
 
+    def _held(self, tickets: list[FrozenTrial], trials: dict[int, FrozenTrial]) -> set[str]:
+        """Keys of ``tickets`` whose trial is running in a live worker or finished with a result."""
+        held = set()
+        for t in tickets:
+            trial = trials.get(t.user_attrs.get("trial"))
+            if trial is None:
+                continue
+            if trial.state == TrialState.RUNNING:
+                if self.db.worker_alive(trial) is not False:
+                    held.add(t.user_attrs["key"])
+            elif trial.state.is_finished() and _has_result(TrialRecord.from_trial(trial)):
+                held.add(t.user_attrs["key"])
+        return held
+
     def tickets(self) -> list[FrozenTrial]:
         return self.storage.get_all_trials(self.study_id, deepcopy=False)
 
 
 def _has_result(record: TrialRecord) -> bool:
-    return record.duplicate_of is None and record.status not in ("interrupted", "running", "waiting", "unknown")
+    return record.duplicate_of is None and record.status not in ("invalid", "interrupted", "running", "waiting", "unknown")

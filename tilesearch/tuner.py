@@ -286,8 +286,10 @@ class _Loop:
             self.idle += 1
             return
         self.db.claim(trial, candidate)
-        claim = self.claims.claim(trial.number, candidate.key)
-        if claim.verdict == Verdict.DONE:
+        claim = self.claims.claim(trial.number, candidate.key, budget=self.trials)
+        if claim.verdict == Verdict.FULL:
+            self.db.record_invalid(trial, candidate, f"budget: the study's {self.trials} trials are taken by other workers")
+        elif claim.verdict == Verdict.DONE:
             self.db.record_duplicate(trial, candidate, claim.holder)
         elif claim.verdict == Verdict.BUSY:
             n = claim.holder.number

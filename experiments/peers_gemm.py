@@ -13,6 +13,13 @@ reported as a ratio to that. Tools:
   ``--trials`` trials over the same grid: wall time to its best.
 - ``triton``: a Triton matmul with ``triton.autotune`` over a standard configuration list.
 
+Then one more fresh process re-times every tool's best kernel and ``torch.matmul`` together,
+interleaved on the same inputs (``retime``), so that the bests are compared within one process
+and one clock: whether the searched kernel is within 3% of the grid's best is read there.
+Compile throughput is measured over each tool's compile phase alone: TileLang's autotuner from
+its call to the last of its compile futures (it compiles on a thread pool, and benchmarks while
+compiling), tilesearch's builder from the first submission to the last result.
+
 usage: python experiments/peers_gemm.py --out $OUT [--m 8192 --n 8192 --k 8192] [--tools tilelang,grid,search,triton]
 """
 
@@ -81,13 +88,34 @@ def tool_tilelang(m, n, k):
                             num_stages=num_stages, threads=threads, panel_size=panel_size, warp_policy=warp_policy)
 
     del T, torch
+    compiled = _watch_tilelang_compiles()
     start = time.perf_counter()
     tuned = kernel()
     wall = time.perf_counter() - start
     best = getattr(tuned, "config", None) or getattr(getattr(tuned, "autotune_result", None), "config", None)
     ours, base, err = time_pair(lambda a, b: tuned(a, b), m, n, k)
+    compile_wall = max(compiled) - start if compiled else None
     return dict(tool="tilelang autotune", configs=len(configs), wall_s=wall, best_ms=ours, matmul_ms=base,
-                rel_err=err, best_config=str(best))
+                rel_err=err, best_config=best, compiled=len(compiled), build_wall_s=compile_wall,
+                configs_per_min=60 * len(compiled) / compile_wall if compile_wall else None)
+
+
+def _watch_tilelang_compiles():
+    """Wraps the autotuner's compile-pool setup so that each compile future, when done, appends
+    its end time to the returned list (TileLang 0.1.15: ``AutoTuner._prepare_compile_execution``)."""
+    from tilelang.autotuner.tuner import AutoTuner
+
+    ends = []
+    original = AutoTuner._prepare_compile_execution
+
+    def prepare(self, *args, **kwargs):
+        pool, futures, future_to_unit, desc = original(self, *args, **kwargs)
+        for future in futures:
+            future.add_done_callback(lambda f: ends.extend([time.perf_counter()] * len(future_to_unit[f])))
+        return pool, futures, future_to_unit, desc
+
+    AutoTuner._prepare_compile_execution = prepare
+    return ends
 
 
 def tool_tilesearch(m, n, k, strategy, trials, storage):
@@ -121,7 +149,9 @@ def tool_tilesearch(m, n, k, strategy, trials, storage):
     return result
 
 
-def tool_triton(m, n, k):
+def triton_matmul(m, n, k):
+    """A Triton matmul autotuned (on its first call) over a standard configuration list; returns
+    ``(run, kernel)``."""
     import torch
     import triton
     import triton.language as tl
@@ -157,24 +187,71 @@ def tool_triton(m, n, k):
             acc = tl.dot(x, y, acc)
         tl.store(c + om[:, None] * scm + on[None, :] * scn, acc.to(tl.float16), mask=(om[:, None] < M) & (on[None, :] < N))
 
-    def run(a, b):
-        c = torch.empty((m, n), device="cuda", dtype=torch.float16)
+    def run(a, b, c=None):
+        c = torch.empty((m, n), device="cuda", dtype=torch.float16) if c is None else c
         grid = lambda meta: (triton.cdiv(m, meta["BM"]) * triton.cdiv(n, meta["BN"]),)  # noqa: E731
         mm[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
         return c
 
+    return run, mm
+
+
+def tool_triton(m, n, k):
+    import torch
+
+    run, mm = triton_matmul(m, n, k)
     a, b = inputs(m, n, k)
     start = time.perf_counter()
     run(a, b)
     torch.cuda.synchronize()
     wall = time.perf_counter() - start
     ours, base, err = time_pair(run, m, n, k)
-    return dict(tool="triton autotune", configs=len(configs), wall_s=wall, best_ms=ours, matmul_ms=base, rel_err=err,
-                best_config=str(mm.best_config))
+    return dict(tool="triton autotune", configs=len(mm.configs), wall_s=wall, best_ms=ours, matmul_ms=base,
+                rel_err=err, best_config=str(mm.best_config))
+
+
+def retime(m, n, k, configs):
+    """Every tool's best kernel (TileLang configurations are rebuilt with tilesearch's builder of
+    the same template; Triton re-autotunes) and torch.matmul, checked against float64 and timed
+    interleaved in this one process. Returns {tool: {"ms", "rel_err"}} with "torch.matmul" too."""
+    import torch
+
+    from tilesearch import registry
+    from tilesearch.runner.measure import MeasureSettings, bench
+    from tilesearch.target import detect
+
+    op = registry.load("gemm")
+    problem = op.problem(m=m, n=n, k=k, dtype="float16", layout="nn")
+    target = detect()
+    a, b = inputs(m, n, k)
+    ref = a.double() @ b.double()
+    runs = {}  # tool -> (fn, its output tensor)
+    for tool, config in configs.items():
+        c = torch.empty((m, n), device="cuda", dtype=torch.float16)
+        if tool == "triton autotune":
+            run, _ = triton_matmul(m, n, k)
+            runs[tool] = (lambda run=run, c=c: run(a, b, c), c)
+        else:
+            kernel = op.build(problem, config, target)
+            runs[tool] = (lambda kernel=kernel, c=c: kernel(a, b, c), c)
+    c = torch.empty((m, n), device="cuda", dtype=torch.float16)
+    runs["torch.matmul"] = (lambda c=c: torch.matmul(a, b, out=c), c)
+    errors = {}
+    for name, (fn, c) in runs.items():
+        c.fill_(float("nan"))
+        fn()
+        torch.cuda.synchronize()
+        errors[name] = ((c.double() - ref).norm() / ref.norm()).item()
+    times = bench([fn for fn, _ in runs.values()], MeasureSettings(rep_ms=2000, max_reps=1000), target.l2_bytes)
+    names = list(runs)
+    return {name: {"ms": t, "rel_err": errors[name]} for name, t in zip(names, times)}
 
 
 def child(args):
     m, n, k = args.m, args.n, args.k
+    if args.tool == "retime":
+        print("RESULT " + json.dumps(retime(m, n, k, json.loads(args.configs))), flush=True)
+        return
     if args.tool == "tilelang":
         res = tool_tilelang(m, n, k)
     elif args.tool == "triton":
@@ -198,6 +275,7 @@ def main():
     p.add_argument("--out", default=os.environ.get("OUT", "out"))
     p.add_argument("--tool")
     p.add_argument("--scratch")
+    p.add_argument("--configs", help="retime: JSON {tool: config}")
     args = p.parse_args()
     if args.tool:
         return child(args)
@@ -208,30 +286,63 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for tool in args.tools.split(","):
-        scratch = tempfile.mkdtemp(prefix=f"peer-{tool}-")
-        env = {**os.environ, "TILELANG_CACHE_DIR": f"{scratch}/cache", "TILELANG_AUTO_TUNING_DISABLE_CACHE": "1",
-               "PYTHONUNBUFFERED": "1"}
-        cmd = [sys.executable, __file__, "--tool", tool, "--scratch", scratch, "--m", str(args.m), "--n", str(args.n),
-               "--k", str(args.k), "--strategy", args.strategy, "--trials", str(args.trials)]
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        (out / f"peer_{tool}.log").write_text(proc.stdout + proc.stderr)
-        line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-        if not line:
-            print(f"{tool}: failed (rc {proc.returncode}); see peer_{tool}.log; tail:\n{proc.stderr[-1500:]}")
-            continue
-        res = json.loads(line[-1][7:])
-        res["process_wall_s"] = time.perf_counter() - start
-        rows.append(res)
-    (out / "peers_gemm.json").write_text(json.dumps(rows, indent=1, default=str))
+        res = run_child(args, tool, out)
+        if res is not None:
+            rows.append(res)
+    (out / "peers_gemm.json").write_text(json.dumps({"tools": rows}, indent=1, default=str))
+    best = {r["tool"]: (r["best_config"] if r["tool"] != "triton autotune" else None) for r in rows}
+    best = {tool: config for tool, config in best.items() if isinstance(config, dict) or tool == "triton autotune"}
+    together = run_child(args, "retime", out, configs=json.dumps(best)) if best else None
+    (out / "peers_gemm.json").write_text(json.dumps({"tools": rows, "retime": together}, indent=1, default=str))
     print(f"\nGEMM {args.m}x{args.n}x{args.k} float16; each row's torch.matmul timed in the same process")
     print(f"{'tool':<24}{'configs':>8}{'trials':>7}{'wall_s':>8}{'best_ms':>9}{'TFLOP/s':>9}{'vs_matmul':>10}{'rel_err':>10}")
     for r in rows:
         print(f"{r['tool']:<24}{r['configs']:>8}{r.get('trials', r['configs']):>7}{r['wall_s']:>8.1f}{r['best_ms']:>9.4f}"
               f"{r['tflops']:>9.1f}{r['vs_matmul']:>10.3f}{r['rel_err']:>10.2e}")
     for r in rows:
-        if "configs_per_min" in r:
-            print(f"tilesearch build phase: {r['compiled']} configs in {r['build_wall_s']:.1f} s = {r['configs_per_min']:.0f}/min")
+        if r.get("configs_per_min"):
+            print(f"{r['tool']} compile phase: {r['compiled']} configs in {r['build_wall_s']:.1f} s = "
+                  f"{r['configs_per_min']:.0f}/min")
+    if together:
+        flops = 2 * args.m * args.n * args.k
+        base = together["torch.matmul"]["ms"]
+        print("\nre-timed together in one process, interleaved (same inputs, same clock):")
+        print(f"{'kernel':<24}{'ms':>9}{'TFLOP/s':>9}{'vs_matmul':>10}{'rel_err':>10}")
+        for name, r in together.items():
+            print(f"{name:<24}{r['ms']:>9.4f}{flops / r['ms'] / 1e9:>9.1f}{base / r['ms']:>10.3f}{r['rel_err']:>10.2e}")
+        grid_best = min(r["ms"] for name, r in together.items() if name in ("tilesearch grid", "tilelang autotune"))
+        walls = {r["tool"]: r["wall_s"] for r in rows}
+        search = f"tilesearch {args.strategy}"
+        if search in together and "tilelang autotune" in walls:
+            print(f"{search} best / grid best: {together[search]['ms'] / grid_best:.3f} (within 3%: "
+                  f"{together[search]['ms'] <= 1.03 * grid_best}); wall time TileLang autotune / {search}: "
+                  f"{walls['tilelang autotune'] / walls[search]:.1f}x")
+        rates = {r["tool"]: r["configs_per_min"] for r in rows if r.get("configs_per_min")}
+        if "tilesearch grid" in rates and "tilelang autotune" in rates:
+            print(f"compile throughput tilesearch / TileLang autotune: {rates['tilesearch grid'] / rates['tilelang autotune']:.1f}x")
+
+
+def run_child(args, tool, out, configs=None):
+    """Runs one tool in a fresh process with an empty TileLang cache; its RESULT dict or None."""
+    scratch = tempfile.mkdtemp(prefix=f"peer-{tool}-")
+    env = {**os.environ, "TILELANG_CACHE_DIR": f"{scratch}/cache", "TILELANG_AUTO_TUNING_DISABLE_CACHE": "1",
+           "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, __file__, "--tool", tool, "--scratch", scratch, "--m", str(args.m), "--n", str(args.n),
+           "--k", str(args.k), "--strategy", args.strategy, "--trials", str(args.trials)]
+    if configs is not None:
+        cmd += ["--configs", configs]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    (out / f"peer_{tool}.log").write_text(proc.stdout + proc.stderr)
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if not line:
+        print(f"{tool}: failed (rc {proc.returncode}); see peer_{tool}.log; tail:\n{proc.stderr[-1500:]}", flush=True)
+        return None
+    res = json.loads(line[-1][7:])
+    if isinstance(res, dict) and "tool" in res:
+        res["process_wall_s"] = time.perf_counter() - start
+    print(f"{tool}: done in {time.perf_counter() - start:.0f} s", flush=True)
+    return res
 
 
 if __name__ == "__main__":

@@ -2,7 +2,15 @@ import numpy as np
 import pytest
 
 from tilesearch import registry, tune
-from tilesearch.cost_model import Featurizer, XGBRanker, gemm_features, relevance
+from tilesearch.cost_model import (
+    Featurizer,
+    TrainingGroup,
+    XGBRanker,
+    gemm_estimate,
+    gemm_features,
+    relevance,
+)
+from tilesearch.cost_model.features import warp_grid
 from tilesearch.database import TuningDatabase
 from tilesearch.runner import ReplayRunner
 from tilesearch.strategy import SearchContext, UnknownStrategyError, XGBStrategy, create
@@ -29,7 +37,30 @@ def test_gemm_features_of_a_known_config():
     assert f["smem_kb"] == 144 and f["blocks_per_sm"] == 1
     assert f["waves"] == pytest.approx(2048 / 132) and f["last_wave_occupancy"] == pytest.approx((2048 - 15 * 132) / 132)
     assert f["k_iters_per_stage"] == pytest.approx(128 / 3) and f["tile_intensity"] == pytest.approx(128 * 256 / 384)
-    assert (f["warp_tile_m"], f["warp_tile_n"]) == (64, 64)
+    # Hopper warp-group MMA: square keeps one group of four warps along M, the other group along N
+    assert (f["warp_tile_m"], f["warp_tile_n"]) == (32, 128) and (f["mma_tile_m"], f["mma_tile_n"]) == (128, 128)
+    assert f["sm_efficiency"] == pytest.approx(2048 / (16 * 132)) and f["warps_per_sm"] == 12  # a producer group too
+
+
+def test_warp_partition_follows_tilelang_for_warp_group_mma():
+    for policy in ("square", "full_row", "full_col"):  # one warp group: the same kernel whatever the policy
+        assert warp_grid(policy, 4, 128, 128, wgmma=True) == (4, 1)
+    assert warp_grid("full_row", 8, 256, 128, wgmma=True) == (8, 1)  # two groups along M
+    assert warp_grid("full_row", 8, 64, 128, wgmma=True) == (4, 2)  # 64 rows hold one group only
+    assert warp_grid("square", 8, 256, 128, wgmma=True) == warp_grid("full_col", 8, 256, 128, wgmma=True) == (4, 2)
+
+
+def test_estimate_sees_idle_sms_and_tile_intensity():
+    small = {"m": 1024, "n": 1024, "k": 14336}
+    tile = {"block_k": 64}
+    # 128 tiles of 64 x 128 nearly fill 132 SMs; 64 tiles of 128 x 128 leave half of them idle
+    assert gemm_estimate(small, {**tile, "block_m": 64, "block_n": 128}, H100) > \
+        gemm_estimate(small, {**tile, "block_m": 128, "block_n": 128}, H100)
+    big = {"m": 8192, "n": 8192, "k": 8192}
+    assert gemm_estimate(big, {**tile, "block_m": 256, "block_n": 128}, H100) > \
+        gemm_estimate(big, {**tile, "block_m": 128, "block_n": 128}, H100) > \
+        gemm_estimate(big, {**tile, "block_m": 64, "block_n": 64}, H100)
+    assert 0 < gemm_estimate(big, {**tile, "block_m": 256, "block_n": 128}, H100) <= 1
 
 
 def test_columns_do_not_depend_on_the_sub_space_or_problem(sets):
@@ -55,6 +86,32 @@ def test_model_save_load_round_trip(sets):
     assert not XGBRanker().fit([(x[:1], np.ones(1))])  # nothing to order
 
 
+def test_prior_margin_and_group_weights():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3)).astype(np.float32)
+    y = relevance(list(np.exp(x[:, 0])))
+    margin = 5.0 * x[:, 1]  # a prior that knows only the second column
+    model = XGBRanker()
+    assert model.fit([TrainingGroup(x, y, margin, weight=2.0), TrainingGroup(x[:10], y[:10])])
+    assert not np.array_equal(model.predict(x, margin), model.predict(x))  # the prior is part of the score
+
+
+def test_initial_design_takes_the_estimate_top_and_varies_the_knobs(sets, tmp_path):
+    _, b = sets
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    result = tune("gemm", b.problem, strategy=XGBStrategy(0, auto_transfer=False, init=4), runner=ReplayRunner(b),
+                  storage=storage, trials=4, progress=False)
+    configs = [r.config for r in TuningDatabase(storage, result.study).records()]
+    assert len(configs) == 4
+    estimates = [gemm_estimate(b.problem, c, H100) for c in configs]
+    best = max(gemm_estimate(b.problem, r.config, H100) for r in b.rows)
+    assert min(estimates) >= 0.85 * best
+    # here the estimate ties 128 x 256 tiles on 256 threads (8 configurations): the second pick
+    # differs from the first in all three knobs left (block_k, num_stages, panel_size)
+    assert sum(configs[0][k] != configs[1][k] for k in configs[0]) == 3
+    assert len({str(sorted(c.items())) for c in configs}) == 4
+
+
 def test_relevance_puts_failures_last():
     assert list(relevance([2.0, None, 1.0])) == [1.0, 0.0, 0.125]
 
@@ -76,8 +133,8 @@ def test_transfer_trains_before_any_trial_and_model_is_kept_with_the_study(sets,
     resumed = XGBStrategy(0, auto_transfer=False)
     resumed._setup(SearchContext(op, problem, space, H100, db))
     assert resumed.model is not None and resumed._trained_on == 4
-    x = resumed._features(SearchContext(op, problem, space, H100, db), [r.config for r in b.rows])
-    assert np.array_equal(resumed.model.predict(x), XGBRanker.load(saved["model"]).predict(x))
+    x, margin = resumed._features(SearchContext(op, problem, space, H100, db), [r.config for r in b.rows])
+    assert np.array_equal(resumed.model.predict(x, margin), XGBRanker.load(saved["model"]).predict(x, margin))
 
 
 def test_auto_transfer_from_other_studies_in_storage(sets, tmp_path):

@@ -38,6 +38,17 @@ class XGBSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TrainingGroup:
+    """The records of one problem: features ``x``, labels ``y`` (see :func:`relevance`), the
+    prior score the trees are added to (``margin``, none: 0) and the group's weight."""
+
+    x: np.ndarray
+    y: np.ndarray
+    margin: np.ndarray | None = None
+    weight: float = 1.0
+
+
 def relevance(tflops: Sequence[float | None]) -> np.ndarray:
     """Labels of one group: throughput over the group's best, cubed (the top matters most);
     failures (``None``) are 0."""
@@ -69,23 +80,28 @@ class XGBRanker:
         params.update(s.extra)
         return params
 
-    def fit(self, groups: Sequence[tuple[np.ndarray, np.ndarray]]) -> bool:
-        """Trains on ``(features, labels)`` groups; groups with fewer than two rows or one label
-        value teach no order and are left out. Returns False when nothing was left to learn."""
+    def fit(self, groups: Sequence[TrainingGroup | tuple[np.ndarray, np.ndarray]]) -> bool:
+        """Trains on groups of ``(features, labels)`` (or :class:`TrainingGroup` with a prior
+        margin and a weight); groups with fewer than two rows or one label value teach no order
+        and are left out. Returns False when nothing was left to learn."""
         import xgboost as xgb
 
-        used = [(x, y) for x, y in groups if len(y) >= 2 and np.ptp(y) > 0]
+        used = [g if isinstance(g, TrainingGroup) else TrainingGroup(*g) for g in groups]
+        used = [g for g in used if len(g.y) >= 2 and np.ptp(g.y) > 0]
         if not used:
             return False
-        x = np.concatenate([g[0] for g in used])
-        y = np.concatenate([g[1] for g in used])
+        x = np.concatenate([g.x for g in used])
+        y = np.concatenate([g.y for g in used])
+        margin = np.concatenate([np.zeros(len(g.y)) if g.margin is None else g.margin for g in used])
         if self.settings.objective == "rank:ndcg":
             y = np.floor(y * (self.settings.grades - 1) + 0.5)
-        qid = np.concatenate([np.full(len(g[1]), i, dtype=np.uint32) for i, g in enumerate(used)])
-        if self.settings.objective.startswith("rank:"):
-            data = xgb.DMatrix(x, label=y, qid=qid, nthread=1)
-        else:
-            data = xgb.DMatrix(x, label=y, nthread=1)
+        ranking = self.settings.objective.startswith("rank:")
+        rows = np.concatenate([np.full(len(g.y), g.weight) for g in used])
+        data = xgb.DMatrix(
+            x, label=y, base_margin=margin, nthread=1,
+            **({"qid": np.concatenate([np.full(len(g.y), i, dtype=np.uint32) for i, g in enumerate(used)]),
+                "weight": np.array([g.weight for g in used])} if ranking else {"weight": rows}),
+        )
         self.booster = xgb.train(self._params(), data, num_boost_round=self.settings.rounds)
         return True
 
@@ -93,10 +109,14 @@ class XGBRanker:
     def trained(self) -> bool:
         return self.booster is not None
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
+    def predict(self, x: np.ndarray, margin: np.ndarray | None = None) -> np.ndarray:
+        """Scores of the rows of ``x`` (higher is faster); ``margin`` is the prior the model was
+        trained on top of, for the same rows."""
         if self.booster is None:
             raise RuntimeError("the model is not trained")
-        return self.booster.inplace_predict(x)
+        if margin is None:
+            return self.booster.inplace_predict(x)
+        return self.booster.inplace_predict(x, base_margin=margin)
 
     def save(self) -> str:
         """The trained model as base64 text (XGBoost's UBJSON), to keep with a study."""

@@ -1,14 +1,21 @@
 """``xgb``: a cost-model guided search. An XGBoost ranking model, retrained whenever new trials
 have finished, scores every unmeasured valid configuration (or a large random pool of them when
 the space is too big to list); the best-scored ones go to the builder, with a share ``epsilon``
-of random picks to keep exploring. Before the model has data it samples at random, unless it
-can warm-start from records of other problems of the same op: other studies in the same
-storage, and datasets named by ``transfer``. The trained model is kept with the study (user
-attribute ``xgb_model``) and reloaded on resume.
+of random picks to keep exploring. The model's trees are added to the op's analytic estimate
+(:data:`tilesearch.cost_model.ESTIMATE`, a roofline for GEMM) scaled by ``prior``, so they
+learn what the estimate gets wrong. Before the model has ``init`` measurements of its own it
+measures an initial design: configurations the estimate ranks near the top, each as unlike
+those already picked as possible (differing in the most knobs), so that the first model sees
+the knobs the estimate cannot tell apart varied. It can warm-start from records of other
+problems of the same op: other studies in the same storage, and datasets named by
+``transfer``; it then skips the initial design, and each problem (the one tuned here and each
+other one) has the same say in training, however many records it has. The trained model is
+kept with the study (user attribute ``xgb_model``) and reloaded on resume.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +26,7 @@ import numpy as np
 import optuna
 
 from tilesearch import dataset
-from tilesearch.cost_model import Featurizer, XGBRanker, XGBSettings, relevance
+from tilesearch.cost_model import Featurizer, TrainingGroup, XGBRanker, XGBSettings, relevance
 from tilesearch.database import TrialRecord
 from tilesearch.records import Status
 from tilesearch.space import Config, config_key
@@ -33,11 +40,12 @@ MODEL_ATTR = "xgb_model"
 
 @dataclass(frozen=True)
 class Group:
-    """Records of one problem: where they come from, and their features and labels."""
+    """Records of one problem: where they come from, their features, labels and prior."""
 
     source: str
     x: np.ndarray
     y: np.ndarray
+    margin: np.ndarray
 
 
 def _label_rows(records: Sequence[Any]) -> tuple[list[Config], list[float | None]]:
@@ -62,7 +70,12 @@ class XGBStrategy(Strategy):
             problems of the same op to warm-start from.
         auto_transfer: also learn from the other studies of the op in the study's storage.
         epsilon: share of proposals picked at random once the model is trained.
-        init: trials measured at random before the model is used, when nothing is transferred.
+        init: trials of the initial design measured before the model is used, when nothing is
+            transferred.
+        prior: weight of the op's analytic estimate (log2 of relative throughput) in the score;
+            0 leaves it out (the initial design is then random).
+        init_pool: the initial design picks among configurations whose estimate is within this
+            factor of the best estimate (and at least the ``init`` best).
         pool: configurations scored per round when the space is too large to list.
         max_listed: largest space (before constraints) that is listed in full.
         retrain_share: retrain once ``1/retrain_share`` of the results are new (at least one):
@@ -80,6 +93,8 @@ class XGBStrategy(Strategy):
         auto_transfer: bool = True,
         epsilon: float = 0.1,
         init: int = 8,
+        prior: float = 1.0,
+        init_pool: float = 0.85,
         pool: int = 4096,
         max_listed: int = 65536,
         retrain_share: int = 32,
@@ -90,6 +105,8 @@ class XGBStrategy(Strategy):
         self.auto_transfer = auto_transfer
         self.epsilon = epsilon
         self.init = init
+        self.prior = prior
+        self.init_pool = init_pool
         self.pool = pool
         self.max_listed = max_listed
         self.retrain_share = retrain_share
@@ -103,13 +120,14 @@ class XGBStrategy(Strategy):
         self._keys: list[str] = []
         self._row: dict[str, int] = {}
         self._x: np.ndarray | None = None
+        self._m: np.ndarray | None = None
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return optuna.samplers.RandomSampler(seed=self.seed)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "init": self.init, "objective": self.settings.objective,
-                "transfer": [g.source for g in self.sources]}
+        return {"name": self.name, "epsilon": self.epsilon, "init": self.init, "prior": self.prior,
+                "objective": self.settings.objective, "transfer": [g.source for g in self.sources]}
 
     def _setup(self, context: SearchContext) -> None:
         self.featurizer = Featurizer(
@@ -120,7 +138,8 @@ class XGBStrategy(Strategy):
             self._configs = list(context.space.enumerate())
             self._keys = [candidate_key(context, c) for c in self._configs]
             self._row = {config_key(c): i for i, c in enumerate(self._configs)}
-            self._x = self._features(context, self._configs)
+            self._x = self.featurizer.matrix(context.problem.to_dict(), self._configs, context.target)
+            self._m = self._margin(context.problem.to_dict(), self._configs, context.target)
         for path in self.transfer:
             data = dataset.load(path)
             if data.op != context.problem.op:
@@ -131,24 +150,29 @@ class XGBStrategy(Strategy):
         if self.auto_transfer:
             self._transfer_from_storage(context)
         saved = context.db.study.user_attrs.get(MODEL_ATTR)
-        if saved and saved.get("features") == self.featurizer.names:
+        if saved and saved.get("features") == self.featurizer.names and saved.get("prior") == self.prior:
             self.model = XGBRanker.load(saved["model"], self.settings, self.seed)
             self._trained_on = int(saved.get("trained_on", -1))
         self._ready = True
 
-    def _features(self, context: SearchContext, configs: list[Config]) -> np.ndarray:
-        if self.listed and self._x is not None:
+    def _margin(self, problem: dict, configs: list[Config], target: Target) -> np.ndarray:
+        return self.prior * self.featurizer.estimate(problem, configs, target)
+
+    def _features(self, context: SearchContext, configs: list[Config]) -> tuple[np.ndarray, np.ndarray]:
+        if self.listed and self._x is not None and self._m is not None:
             rows = [self._row.get(config_key(c)) for c in configs]
             if all(r is not None for r in rows):
-                return self._x[rows]
-        return self.featurizer.matrix(context.problem.to_dict(), configs, context.target)
+                return self._x[rows], self._m[rows]
+        problem = context.problem.to_dict()
+        return (self.featurizer.matrix(problem, configs, context.target),
+                self._margin(problem, configs, context.target))
 
     def _add_source(self, source: str, problem: dict, target: Target, configs: list[Config],
                     tflops: list[float | None]) -> None:
         if len(configs) < 2:
             return
         x = self.featurizer.matrix(problem, configs, target)
-        self.sources.append(Group(source, x, relevance(tflops)))
+        self.sources.append(Group(source, x, relevance(tflops), self._margin(problem, configs, target)))
 
     def _transfer_from_storage(self, context: SearchContext) -> None:
         db = context.db
@@ -163,11 +187,11 @@ class XGBStrategy(Strategy):
             target = Target.from_dict(attrs["target"]) if "target" in attrs else context.target
             self._add_source(f"study:{summary.study_name}", attrs["params"], target, configs, tflops)
 
-    def _candidates(self, context: SearchContext, taken: set[str]) -> tuple[list[Config], np.ndarray]:
+    def _candidates(self, context: SearchContext, taken: set[str]) -> tuple[list[Config], np.ndarray, np.ndarray]:
         if self.listed:
             free = [i for i, key in enumerate(self._keys) if key not in taken]
-            assert self._x is not None
-            return [self._configs[i] for i in free], self._x[free]
+            assert self._x is not None and self._m is not None
+            return [self._configs[i] for i in free], self._x[free], self._m[free]
         picked: dict[str, Config] = {}
         for _ in range(self.pool * 4):
             if len(picked) >= self.pool:
@@ -177,38 +201,78 @@ class XGBStrategy(Strategy):
             if key not in taken:
                 picked[key] = config
         configs = list(picked.values())
-        return configs, self._features(context, configs)
+        return configs, *self._features(context, configs)
 
     def _train(self, context: SearchContext, records: list[TrialRecord]) -> None:
         configs, tflops = _label_rows(records)
         if len(configs) - self._trained_on < max(1, len(configs) // self.retrain_share):
             return
-        groups = [(g.x, g.y) for g in self.sources]
-        if configs and (self.sources or len(configs) >= self.init):
-            groups.append((self._features(context, configs), relevance(tflops)))
-        elif not self.sources:
+        own = None
+        if configs:
+            x, margin = self._features(context, configs)
+            own = TrainingGroup(x, relevance(tflops), margin)
+        if not self.sources and len(configs) < self.init:
             return
+        groups = [TrainingGroup(g.x, g.y, g.margin) for g in self.sources] + ([own] if own is not None else [])
+        # every problem has the same say, however many records it has: the rows of each group
+        # weigh rows / (groups x group rows), so that a few trials measured here are not drowned
+        # by a whole sweep of another shape
+        rows = sum(len(g.y) for g in groups)
+        groups = [TrainingGroup(g.x, g.y, g.margin, rows / (len(groups) * len(g.y))) for g in groups]
         model = XGBRanker(self.settings, self.seed)
         if model.fit(groups):
             self.model = model
             self._trained_on = len(configs)
             context.db.study.set_user_attr(
                 MODEL_ATTR, {"model": model.save(), "features": self.featurizer.names, "trained_on": len(configs),
-                             "sources": [g.source for g in self.sources]},
+                             "prior": self.prior, "sources": [g.source for g in self.sources]},
             )
+
+    def _initial(self, context: SearchContext, configs: list[Config], margin: np.ndarray, n: int) -> list[int]:
+        """``n`` picks of the initial design: among the configurations whose estimate is near the
+        best, greedily the one that differs in the most knobs from the configurations measured,
+        in flight or picked (ties: the better estimate, then at random). Without an estimate
+        (``prior`` 0, or an op that has none) every candidate is near the best: a space-filling
+        design."""
+        if self.prior <= 0:
+            return self.rng.sample(range(len(configs)), n)
+        pool = np.flatnonzero(margin >= margin.max() + self.prior * math.log2(self.init_pool))
+        if len(pool) < n:
+            pool = np.argsort(-margin, kind="stable")[:n]
+        names = list(context.space.names)
+        values: dict[str, dict[Any, int]] = {k: {} for k in names}
+
+        def codes(rows: Sequence[Config]) -> np.ndarray:
+            return np.array([[values[k].setdefault(c.get(k), len(values[k])) for k in names] for c in rows],
+                            dtype=np.int64).reshape(len(rows), len(names))
+
+        candidates = codes([configs[i] for i in pool])
+        others = codes([r.config for r in context.db.records() if r.status != Status.INVALID.value])
+        noise = np.array([self.rng.random() for _ in pool])
+        chosen: list[int] = []
+        for _ in range(min(n, len(pool))):
+            spread = (candidates[:, None, :] != others[None, :, :]).sum(axis=2).min(axis=1) if len(others) \
+                else np.zeros(len(pool))
+            spread[[pool.tolist().index(i) for i in chosen]] = -1
+            best = int(np.lexsort((noise, margin[pool], spread))[-1])
+            chosen.append(int(pool[best]))
+            others = np.vstack([others, candidates[best:best + 1]])
+        return chosen
 
     def propose(self, context: SearchContext, n: int) -> list[Proposal]:
         if not self._ready:
             self._setup(context)
         taken = context.taken()
-        configs, x = self._candidates(context, taken)
+        configs, x, margin = self._candidates(context, taken)
         if not configs:
             return []
         self._train(context, context.db.records())
         n = min(n, len(configs))
         if self.model is None:
-            return [Proposal(configs[i]) for i in self.rng.sample(range(len(configs)), n)]
-        order = list(np.argsort(-self.model.predict(x), kind="stable"))
+            return [Proposal(configs[i]) for i in self._initial(context, configs, margin, n)]
+        score = self.model.predict(x, margin)
+        noise = np.array([self.rng.random() for _ in range(len(configs))])
+        order = list(np.lexsort((noise, -score)))
         chosen: list[int] = []
         for _ in range(n):
             if self.rng.random() < self.epsilon:

@@ -51,14 +51,17 @@ def element_bytes(dtype: str) -> int:
 
 def smem_bytes(config: Mapping[str, Any], dtype: str) -> int:
     """Shared memory of one block: ``num_stages`` slices of A and of B, plus the output tile with
-    ``epilogue=smem`` (TileLang overlays it on the operand buffers, except in the persistent loop
-    where the next tile's operands are live)."""
+    ``epilogue=smem``. TileLang 0.1.15 overlays that tile on the operand buffers, except in the
+    persistent loop (the next tile's operands are live) and under its role-based warp
+    specialization (it kept them apart in every kernel compiled: a 256x128x128 two-stage split-K
+    tile asked for 327680 B, and failed at launch on an H100)."""
     c = config
     operands = c["num_stages"] * (c["block_m"] * c["block_k"] + c["block_k"] * c["block_n"]) * element_bytes(dtype)
     if c.get("epilogue", "direct") != "smem":
         return operands
     out = c["block_m"] * c["block_n"] * (4 if c.get("split_k", 1) > 1 else element_bytes(dtype))
-    return operands + out if c.get("persistent", False) else max(operands, out)
+    apart = c.get("persistent", False) or c.get("warp_specialize", "on") == "role_based"
+    return operands + out if apart else max(operands, out)
 
 
 def tile_count(problem: Mapping[str, Any], config: Mapping[str, Any]) -> int:

@@ -64,3 +64,29 @@ def test_256_thread_tiles_are_two_consumer_warp_groups_plus_a_producer(sources):
     # the registers constraint counts accumulators per consumer thread: 256 x 128 / 256 = 128
     src = sources["two_consumer_warp_groups"]
     assert "__launch_bounds__(384, 1)" in src and "warpgroup_reg_alloc<240>" in src and "float acc[128];" in src
+
+
+SMEM_CASES = [  # (warp_specialize, split_k, persistent): the overlay cases of smem_bytes
+    ("role_based", 2, False), ("role_based", 1, False), ("on", 2, False), ("on", 1, False), ("off", 1, False),
+]
+
+
+def test_shared_memory_model_matches_the_compiled_kernels():
+    """Regression: the model overlaid the smem epilogue's tile on the operands under role-based warp
+    specialization, where TileLang keeps them apart; the kernel (327680 B) failed at launch."""
+    from tilelang import env
+
+    from search_spaces.gemm import smem_bytes
+
+    op, problem = GemmOp(), GemmOp().problem(m=2048, n=2048, k=2048, dtype="float16")
+    base = {**BASE, "block_m": 256, "block_n": 128, "block_k": 128, "num_stages": 2, "epilogue": "smem"}
+    env.disable_cache()  # a fresh compile keeps its lowered module, whose attributes say what it asks for
+    try:
+        for ws, sk, pe in SMEM_CASES:
+            config = {**base, "warp_specialize": ws, "split_k": sk, "persistent": pe, "tma": True}
+            kernel = op.build(problem, config, H100)
+            device = getattr(kernel, "kernel", kernel).artifact.device_mod
+            asked = max(int(f.attrs.get("dyn_shared_memory_buf", 0)) for f in device.functions.values())
+            assert smem_bytes(config, "float16") == asked, config
+    finally:
+        env.enable_cache()

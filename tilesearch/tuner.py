@@ -147,6 +147,10 @@ def tune(
         timeout=settings.run_timeout,
         measure=MeasureSettings(baseline=settings.baseline, seed=settings.seed),
     )
+    # made first: its processes warm up while the runner starts
+    builder = builder or (
+        NullBuilder() if runner.replayed else LocalBuilder(settings.build_workers or None, settings.build_timeout)
+    )
     try:
         target = runner.start()
         if settings.arch and settings.arch != target.arch:
@@ -172,13 +176,10 @@ def tune(
             heartbeat=settings.heartbeat,
         )
         db.fail_stale()
-        builder = builder or (
-            NullBuilder() if runner.replayed else LocalBuilder(settings.build_workers or None, settings.build_timeout)
-        )
-        with builder:
-            loop = _Loop(op_ref, problem, space, target, db, search, builder, runner, settings)
-            loop.run()
+        loop = _Loop(op_ref, problem, space, target, db, search, builder, runner, settings)
+        loop.run()
     finally:
+        builder.close()
         runner.close()
     return TuneResult(
         study=db.name,

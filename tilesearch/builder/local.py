@@ -23,12 +23,20 @@ def compile_candidate(candidate: Candidate) -> float:
     return time.perf_counter() - start
 
 
+def warm_up() -> None:
+    """Runs in a builder worker when it starts: imports TileLang, so the first compile does not pay for it."""
+    import tilelang  # noqa: F401
+
+
 def default_workers() -> int:
     return max(1, (os.cpu_count() or 2) - 1)
 
 
 class LocalBuilder(Builder):
     """Compiles in ``workers`` processes on this machine, each call limited to ``timeout`` s.
+
+    The processes start at once and import TileLang in the background, so that they are ready by
+    the time the first candidates come (``tune`` creates its builder before starting the runner).
 
     Args:
         workers: number of compile processes (default: all cores but one).
@@ -45,6 +53,8 @@ class LocalBuilder(Builder):
         for worker in self._all:
             self._idle.put(worker)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="build")
+        for _ in self._all:
+            self._pool.submit(self._warm)
 
     def submit(self, candidate: Candidate) -> Future[BuildResult]:
         return self._pool.submit(self._build, candidate)
@@ -65,6 +75,13 @@ class LocalBuilder(Builder):
                 compile_s=time.perf_counter() - start,
                 timed_out=result.timed_out,
             )
+        finally:
+            self._idle.put(worker)
+
+    def _warm(self) -> None:
+        worker = self._idle.get()
+        try:
+            worker.call("tilesearch.builder.local:warm_up", timeout=self.timeout)  # a failure shows at compile time
         finally:
             self._idle.put(worker)
 

@@ -209,8 +209,10 @@ def tool_triton(m, n, k):
     torch.cuda.synchronize()
     wall = time.perf_counter() - start
     ours, base, err = time_pair(run, m, n, k)
+    import triton
+
     return dict(tool="triton autotune", configs=len(mm.configs), wall_s=wall, best_ms=ours, matmul_ms=base,
-                rel_err=err, best_config=str(mm.best_config))
+                rel_err=err, best_config=str(mm.best_config), version=triton.__version__)
 
 
 def retime(m, n, k, configs):

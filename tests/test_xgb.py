@@ -151,3 +151,67 @@ def test_transfer_option_is_for_xgb_only():
     assert isinstance(create("xgb", 0, transfer="x.jsonl.gz"), XGBStrategy)
     with pytest.raises(UnknownStrategyError, match="takes no option transfer"):
         create("random", 0, transfer="x.jsonl.gz")
+
+
+
+def _counting(space):
+    """Counts ``space.why_invalid`` calls: draws checked and configurations listed."""
+    calls = [0]
+    check = space.why_invalid
+
+    def counted(config):
+        calls[0] += 1
+        return check(config)
+
+    space.why_invalid = counted
+    return calls
+
+
+def _einsum_context():
+    op = registry.load("einsum_sum")
+    problem = op.problem(t=8192, k=8192, h=16, d=128, dtype="bfloat16")
+    return SearchContext(op, problem, op.space(problem, H100), H100, TuningDatabase(":memory:", "einsum"))
+
+
+def _distinct_and_valid(space, proposals):
+    return len({str(sorted(p.config.items())) for p in proposals}) == len(proposals) and \
+        all(space.is_valid(p.config) for p in proposals)
+
+
+def test_propose_on_a_heavily_constrained_space_is_quick():
+    # einsum_sum pins the knobs an algorithm does not use, so 2898 of its 93312 raw configurations
+    # are valid, fewer than the pool: each round drew 4 x 4096 valid configurations by rejection
+    # (over 500k checks, 44 s a round); now sampling gives up early and the valid ones are
+    # listed once, which no later round repeats
+    context = _einsum_context()
+    space = context.space
+    strategy = XGBStrategy(0, auto_transfer=False)
+    assert space.size > strategy.max_listed  # too large to list up front: the first round samples
+    calls = _counting(space)
+    first = strategy.propose(context, 4)
+    checked = calls[0]
+    assert checked <= 1.1 * space.size  # about one listing of the space
+    second = strategy.propose(context, 4)
+    assert calls[0] == checked
+    assert len(first) == len(second) == 4
+    assert _distinct_and_valid(space, first) and _distinct_and_valid(space, second)
+
+
+def test_sampling_a_space_too_large_to_list_stops_at_max_draws():
+    context = _einsum_context()
+    strategy = XGBStrategy(0, auto_transfer=False, max_draws=4096, max_listed_sparse=0)
+    calls = _counting(context.space)
+    proposals = strategy.propose(context, 4)
+    assert calls[0] == 4096  # the round scores the ~130 valid configurations those draws found
+    assert len(proposals) == 4 and _distinct_and_valid(context.space, proposals)
+
+
+def test_a_space_that_sampling_serves_well_is_not_listed():
+    op = registry.load("gemm")
+    problem = op.problem(m=8192, n=8192, k=8192, dtype="float16")  # 30096 valid of 77760
+    space = op.space(problem, H100)
+    strategy = XGBStrategy(0, auto_transfer=False)
+    calls = _counting(space)
+    proposals = strategy.propose(SearchContext(op, problem, space, H100, TuningDatabase(":memory:", "gemm")), 4)
+    assert space.size > strategy.max_listed and not strategy.listed
+    assert calls[0] < strategy.max_draws and _distinct_and_valid(space, proposals)

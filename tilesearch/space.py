@@ -142,13 +142,16 @@ class Space:
         self.knobs: tuple[Knob, ...] = tuple(knobs)
         self.constraints: tuple[Constraint, ...] = tuple(constraints)
         self._by_name = {k.name: k for k in self.knobs}
+        # knob values are fixed: computed once, not on every check (enumeration checks them all)
+        self._names = tuple(names)
+        self._values = tuple(k.values() for k in self.knobs)
 
     def __getitem__(self, name: str) -> Knob:
         return self._by_name[name]
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(self._by_name)
+        return self._names
 
     @property
     def size(self) -> int:
@@ -157,14 +160,13 @@ class Space:
 
     def why_invalid(self, config: Mapping[str, Any]) -> str | None:
         """``None`` if ``config`` is in the space and meets every constraint, else the first reason."""
-        missing = [n for n in self.names if n not in config]
+        missing = [n for n in self._names if n not in config]
         if missing:
             return f"missing knobs {missing}"
-        extra = sorted(set(config) - set(self.names))
-        if extra:
-            return f"unknown knobs {extra}"
-        for knob in self.knobs:
-            if config[knob.name] not in knob.values():
+        if len(config) != len(self._names):
+            return f"unknown knobs {sorted(set(config) - set(self._names))}"
+        for knob, values in zip(self.knobs, self._values):
+            if config[knob.name] not in values:
                 return f"{knob.name}={config[knob.name]!r} not in {knob.describe()}"
         for check in self.constraints:
             reason = check(config)
@@ -177,8 +179,8 @@ class Space:
 
     def enumerate(self, *, valid_only: bool = True) -> Iterator[Config]:
         """All configurations in knob order, by default only the valid ones."""
-        for combo in itertools.product(*(k.values() for k in self.knobs)):
-            config = dict(zip(self.names, combo))
+        for combo in itertools.product(*self._values):
+            config = dict(zip(self._names, combo))
             if not valid_only or self.why_invalid(config) is None:
                 yield config
 
@@ -195,10 +197,14 @@ class Space:
                 counts[head] = counts.get(head, 0) + 1
         return counts
 
+    def draw(self, rng: random.Random) -> Config:
+        """A configuration drawn uniformly from the product of the knobs, valid or not."""
+        return {name: rng.choice(values) for name, values in zip(self._names, self._values)}
+
     def sample(self, rng: random.Random, *, max_tries: int = 10_000) -> Config:
         """A valid configuration drawn uniformly by rejection."""
         for _ in range(max_tries):
-            config = {k.name: rng.choice(k.values()) for k in self.knobs}
+            config = self.draw(rng)
             if self.why_invalid(config) is None:
                 return config
         raise RuntimeError(f"no valid configuration found in {max_tries} samples")

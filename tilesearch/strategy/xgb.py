@@ -1,6 +1,8 @@
 """``xgb``: a cost-model guided search. An XGBoost ranking model, retrained whenever new trials
 have finished, scores every unmeasured valid configuration (or a large random pool of them when
-the space is too big to list); the best-scored ones go to the builder, with a share ``epsilon``
+the space is too big to list; a space whose constraints reject so much that sampling a pool
+takes more than ``max_draws`` draws is listed after all, up to ``max_listed_sparse``
+configurations before constraints); the best-scored ones go to the builder, with a share ``epsilon``
 of random picks to keep exploring. The model's trees are added to the op's analytic estimate
 (:data:`tilesearch.cost_model.ESTIMATE`, a roofline for GEMM) scaled by ``prior``, so they
 learn what the estimate gets wrong. Before the model has ``init`` measurements of its own it
@@ -36,6 +38,7 @@ from tilesearch.target import Target
 
 _NOT_MEASURED = {Status.INVALID.value, Status.INTERRUPTED.value, Status.NOT_RECORDED.value, "running", "unknown"}
 MODEL_ATTR = "xgb_model"
+PROBE_DRAWS = 1024  # draws after which the share of valid ones is trusted to project a pool's cost
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,11 @@ class XGBStrategy(Strategy):
             factor of the best estimate (and at least the ``init`` best).
         pool: configurations scored per round when the space is too large to list.
         max_listed: largest space (before constraints) that is listed in full.
+        max_draws: configurations drawn (valid or not) per round when sampling the pool; a
+            round that needs more lists the space instead, if it is at most ``max_listed_sparse``
+            (before constraints), else scores the pool drawn so far.
+        max_listed_sparse: largest space (before constraints) that is listed once sampling it
+            has proved too wasteful.
         retrain_share: retrain once ``1/retrain_share`` of the results are new (at least one):
             after every result early on, less often as they pile up.
         settings: the model's training settings.
@@ -97,6 +105,8 @@ class XGBStrategy(Strategy):
         init_pool: float = 0.85,
         pool: int = 4096,
         max_listed: int = 65536,
+        max_draws: int = 32768,
+        max_listed_sparse: int = 1 << 20,
         retrain_share: int = 32,
         settings: XGBSettings | None = None,
     ) -> None:
@@ -109,6 +119,8 @@ class XGBStrategy(Strategy):
         self.init_pool = init_pool
         self.pool = pool
         self.max_listed = max_listed
+        self.max_draws = max_draws
+        self.max_listed_sparse = max_listed_sparse
         self.retrain_share = retrain_share
         self.settings = settings or XGBSettings()
         self.rng = random.Random(seed)
@@ -133,13 +145,9 @@ class XGBStrategy(Strategy):
         self.featurizer = Featurizer(
             context.problem.op, context.op.space(context.problem, context.target), context.op.defaults
         )
-        self.listed = context.space.size <= self.max_listed
-        if self.listed:
-            self._configs = list(context.space.enumerate())
-            self._keys = [candidate_key(context, c) for c in self._configs]
-            self._row = {config_key(c): i for i, c in enumerate(self._configs)}
-            self._x = self.featurizer.matrix(context.problem.to_dict(), self._configs, context.target)
-            self._m = self._margin(context.problem.to_dict(), self._configs, context.target)
+        self.listed = False
+        if context.space.size <= self.max_listed:
+            self._list(context)
         for path in self.transfer:
             data = dataset.load(path)
             if data.op != context.problem.op:
@@ -154,6 +162,15 @@ class XGBStrategy(Strategy):
             self.model = XGBRanker.load(saved["model"], self.settings, self.seed)
             self._trained_on = int(saved.get("trained_on", -1))
         self._ready = True
+
+    def _list(self, context: SearchContext) -> None:
+        """Lists the valid configurations, with their keys, features and prior, once."""
+        self.listed = True
+        self._configs = list(context.space.enumerate())
+        self._keys = [candidate_key(context, c) for c in self._configs]
+        self._row = {config_key(c): i for i, c in enumerate(self._configs)}
+        self._x = self.featurizer.matrix(context.problem.to_dict(), self._configs, context.target)
+        self._m = self._margin(context.problem.to_dict(), self._configs, context.target)
 
     def _margin(self, problem: dict, configs: list[Config], target: Target) -> np.ndarray:
         return self.prior * self.featurizer.estimate(problem, configs, target)
@@ -188,20 +205,41 @@ class XGBStrategy(Strategy):
             self._add_source(f"study:{summary.study_name}", attrs["params"], target, configs, tflops)
 
     def _candidates(self, context: SearchContext, taken: set[str]) -> tuple[list[Config], np.ndarray, np.ndarray]:
-        if self.listed:
-            free = [i for i, key in enumerate(self._keys) if key not in taken]
-            assert self._x is not None and self._m is not None
-            return [self._configs[i] for i in free], self._x[free], self._m[free]
+        if not self.listed:
+            configs = self._sample(context, taken)
+            if configs is not None:
+                return configs, *self._features(context, configs)
+            self._list(context)
+        free = [i for i, key in enumerate(self._keys) if key not in taken]
+        assert self._x is not None and self._m is not None
+        return [self._configs[i] for i in free], self._x[free], self._m[free]
+
+    def _sample(self, context: SearchContext, taken: set[str]) -> list[Config] | None:
+        """A random pool of up to ``pool`` valid unmeasured configurations (rejection sampling),
+        or ``None`` when the space is small enough to list and the pool takes more than
+        ``max_draws`` draws: its constraints reject nearly everything (seen from the share of
+        valid draws after ``PROBE_DRAWS``), or it has fewer valid configurations than the pool.
+        A space too large to list gets the pool drawn within ``max_draws``."""
+        space = context.space
+        listable = space.size <= self.max_listed_sparse
         picked: dict[str, Config] = {}
+        draws = valid = 0
         for _ in range(self.pool * 4):
             if len(picked) >= self.pool:
                 break
-            config = context.space.sample(self.rng)
+            while True:
+                wasteful = listable and draws >= PROBE_DRAWS and draws * self.pool > self.max_draws * valid
+                if draws >= self.max_draws or wasteful:
+                    return None if listable else list(picked.values())
+                draws += 1
+                config = space.draw(self.rng)
+                if space.why_invalid(config) is None:
+                    valid += 1
+                    break
             key = candidate_key(context, config)
             if key not in taken:
                 picked[key] = config
-        configs = list(picked.values())
-        return configs, *self._features(context, configs)
+        return list(picked.values())
 
     def _train(self, context: SearchContext, records: list[TrialRecord]) -> None:
         configs, tflops = _label_rows(records)

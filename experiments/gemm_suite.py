@@ -1,8 +1,9 @@
 """The GEMM suite of issue 7 (GPU): tilesearch's tuned GEMM against ``torch.matmul``, per shape,
 with an ablation of each knob beyond the tile shape.
 
-For every shape the full GEMM space is tuned (``--strategy``, default ``tpe``, ``--trials`` per
-shape, every shape within an even share of ``--budget-s``); each trial's ``torch.matmul`` is
+For every shape the full GEMM space is tuned (``--strategy``, default ``xgb``, which also learns
+from the shapes tuned before it in the same storage; ``--trials`` per shape, every shape within an
+even share of ``--budget-s``); each trial's ``torch.matmul`` is
 timed interleaved with the kernel in the same worker on the same inputs (the runner's
 baseline), so the ratio of a shape is its best trial's own ``baseline_ms / latency_ms``.
 
@@ -222,7 +223,7 @@ def main(argv=None):
     p.add_argument("--out", default=os.environ.get("OUT", "out"))
     p.add_argument("--shapes", default="all", help="all, or comma-separated names: " + ",".join(SHAPES))
     p.add_argument("--trials", type=int, default=24, help="search trials per shape (flips come on top)")
-    p.add_argument("--strategy", default="tpe")
+    p.add_argument("--strategy", default="xgb")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--budget-s", type=float, default=420.0, help="wall time for all shapes (searches and flips)")
     p.add_argument("--workers", type=int, default=0, help="compile processes (0: all cores but one)")

@@ -17,8 +17,9 @@ configurations is already held by earlier tickets (running or finished with a re
 yields (:attr:`Verdict.FULL`), so that workers starting their last trials together never
 overshoot ``trials``. Two owners at once are impossible: the
 later ticket's reader sees the earlier ticket, whose trial ends without a result only if its
-worker yielded or died. Trials that yield are recorded as pruned with ``duplicate_of``; the key
-is free again as soon as the holder's trial ends without a result.
+worker yielded or died. Trials that yield to a holder are recorded as pruned with ``duplicate_of``,
+those that yield to the budget as pruned with that reason; a key is free again as soon as its
+holder's trial ends without a result.
 """
 
 from __future__ import annotations

@@ -273,15 +273,29 @@ def _fmt(value: float, cap: int) -> str:
     return f">{cap}" if math.isinf(value) else f"{value:g}"
 
 
+def trials_to_targets(runs: Sequence[Run], outcome: Outcome) -> dict[str, Any]:
+    """Per target (``t97``, ``t99``): quartiles of the trials the runs needed, with their cap, and
+    the median's share of the dataset (``t97_share``)."""
+    cap = max(len(r.tflops) for r in runs)
+    row: dict[str, Any] = {}
+    for target in TARGETS:
+        lo, med, hi = _quartiles([r.trials_to(target, outcome.best_tflops) for r in runs])
+        row[f"t{round(target * 100)}"] = (lo, med, hi, cap)
+        row[f"t{round(target * 100)}_share"] = med / outcome.size
+    return row
+
+
+def target_cells(row: dict[str, Any], target: str) -> list[str]:
+    """Table cells of one target of a :func:`trials_to_targets` row: median [q1-q3], share."""
+    lo, med, hi, cap = row[target]
+    return [f"{_fmt(med, cap)} [{_fmt(lo, cap)}-{_fmt(hi, cap)}]",
+            "-" if math.isinf(med) else f"{100 * row[target + '_share']:.1f}%"]
+
+
 def summary_rows(outcome: Outcome) -> list[dict[str, Any]]:
     rows = []
     for name, runs in outcome.runs.items():
-        row: dict[str, Any] = {"strategy": name, "runs": len(runs)}
-        cap = max(len(r.tflops) for r in runs)
-        for target in TARGETS:
-            lo, med, hi = _quartiles([r.trials_to(target, outcome.best_tflops) for r in runs])
-            row[f"t{round(target * 100)}"] = (lo, med, hi, cap)
-            row[f"t{round(target * 100)}_share"] = med / outcome.size
+        row: dict[str, Any] = {"strategy": name, "runs": len(runs), **trials_to_targets(runs, outcome)}
         scores = outcome.scores.get(name, [])
         row["score"] = (statistics.mean(scores), statistics.pstdev(scores)) if scores else (math.nan, math.nan)
         row["overhead_ms"] = 1e3 * sum(r.overhead_s for r in runs) / max(1, sum(len(r.tflops) for r in runs))
@@ -305,10 +319,7 @@ def markdown(outcomes: Sequence[Outcome], synthetic: bool, args: argparse.Namesp
                   "score | strategy ms/trial |", "|---|---|---|---|---|---|---|"]
         for row in summary_rows(outcome):
             cells = [row["strategy"] + (f" (from {row['transfer']})" if row["transfer"] else "")]
-            for target in ("t97", "t99"):
-                lo, med, hi, cap = row[target]
-                cells += [f"{_fmt(med, cap)} [{_fmt(lo, cap)}-{_fmt(hi, cap)}]",
-                          "-" if math.isinf(med) else f"{100 * row[target + '_share']:.1f}%"]
+            cells += target_cells(row, "t97") + target_cells(row, "t99")
             mean, std = row["score"]
             cells += [f"{mean:.3f} ± {std:.3f}", f"{row['overhead_ms']:.1f}"]
             lines.append("| " + " | ".join(cells) + " |")
@@ -320,13 +331,8 @@ def markdown(outcomes: Sequence[Outcome], synthetic: bool, args: argparse.Namesp
                   "|---|---|---|---|---|"]
         for outcome in outcomes:
             for name, runs in outcome.by_source.items():
-                cap = max(len(r.tflops) for r in runs)
-                cells = []
-                for target in TARGETS:
-                    lo, med, hi = _quartiles([r.trials_to(target, outcome.best_tflops) for r in runs])
-                    cells.append(f"{_fmt(med, cap)} [{_fmt(lo, cap)}-{_fmt(hi, cap)}]")
-                    if target == TARGETS[0]:
-                        cells.append("-" if math.isinf(med) else f"{100 * med / outcome.size:.1f}%")
+                row = trials_to_targets(runs, outcome)
+                cells = target_cells(row, "t97") + target_cells(row, "t99")[:1]
                 lines.append(f"| {outcome.dataset} | {name} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += checks(outcomes)

@@ -245,18 +245,17 @@ class XGBStrategy(Strategy):
         configs, tflops = _label_rows(records)
         if len(configs) - self._trained_on < max(1, len(configs) // self.retrain_share):
             return
-        own = None
-        if configs:
-            x, margin = self._features(context, configs)
-            own = TrainingGroup(x, relevance(tflops), margin)
         if not self.sources and len(configs) < self.init:
             return
-        groups = [TrainingGroup(g.x, g.y, g.margin) for g in self.sources] + ([own] if own is not None else [])
+        labelled = [(g.x, g.y, g.margin) for g in self.sources]
+        if configs:
+            x, margin = self._features(context, configs)
+            labelled.append((x, relevance(tflops), margin))
         # every problem has the same say, however many records it has: the rows of each group
         # weigh rows / (groups x group rows), so that a few trials measured here are not drowned
         # by a whole sweep of another shape
-        rows = sum(len(g.y) for g in groups)
-        groups = [TrainingGroup(g.x, g.y, g.margin, rows / (len(groups) * len(g.y))) for g in groups]
+        rows = sum(len(y) for _, y, _ in labelled)
+        groups = [TrainingGroup(x, y, margin, rows / (len(labelled) * len(y))) for x, y, margin in labelled]
         model = XGBRanker(self.settings, self.seed)
         if model.fit(groups):
             self.model = model

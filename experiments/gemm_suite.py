@@ -22,7 +22,15 @@ best trial overall (a flip can beat the search's best).
 Everything goes to one SQLite storage under ``--out``; ``gemm_suite.json`` and ``gemm_suite.log``
 too. The table is printed last.
 
+``--retime`` tunes nothing: in this one fresh process it re-times, for every shape with a study in
+``--out``'s storage, the ``--top`` fastest configurations found and ``torch.matmul``, each checked
+against float64 and all timed interleaved on the same inputs with many more runs than a trial. The
+suite's figures are that run's ratios (``retime.json``), so that every ratio comes from one run
+and one clock, and a search's best is not flattered by having been picked as the luckiest of its
+trials.
+
 usage: python experiments/gemm_suite.py --out $OUT [--shapes all|NAME,...] [--trials 24] [--budget-s 420]
+       python experiments/gemm_suite.py --out $OUT --retime [--top 3]
 """
 
 import argparse
@@ -218,6 +226,91 @@ def table(rows):
     return "\n".join(lines)
 
 
+def retime(args, out):
+    """Re-times each shape's ``args.top`` fastest configurations beside ``torch.matmul`` in this
+    process; returns rows {shape, kernels: [{config, ms, rel_err, error}], torch_ms, ratio}."""
+    import optuna
+    import torch
+
+    from tilesearch.records import Candidate
+    from tilesearch.runner.measure import MeasureSettings, bench, compare
+    from tilesearch.target import detect
+
+    op, target = registry.load("gemm"), detect()
+    tuned = set(optuna.get_all_study_names(args.storage))
+    picks = {}
+    wanted = [n for n in SHAPES if (args.shapes == "all" or n in args.shapes.split(",")) and f"suite:{n}" in tuned]
+    for name in wanted:
+        db = tilesearch.TuningDatabase(args.storage, f"suite:{name}")
+        ok = sorted((r for r in db.finished().values() if r.status == "ok" and r.latency_ms),
+                    key=lambda r: r.latency_ms)
+        if ok:
+            picks[name] = [r.config for r in ok[: args.top]]
+    m_n_k = {name: dict(zip(("m", "n", "k", "dtype", "layout"), SHAPES[name])) for name in picks}
+    with LocalBuilder(args.workers or None, timeout=300) as pool:  # fills TileLang's cache in parallel
+        builds = [pool.submit(Candidate("gemm", m_n_k[name], c, target)) for name in picks for c in picks[name]]
+        failed = [b.result().error for b in builds if not b.result().ok]
+    if failed:
+        log(f"retime: {len(failed)} configurations did not compile; first: {failed[0][:300]}")
+    rows = []
+    settings = MeasureSettings(rep_ms=1500, max_reps=2000)
+    for name, configs in picks.items():
+        problem = op.problem(**m_n_k[name])
+        generator = torch.Generator(device="cuda").manual_seed(7)
+        inputs = op.make_inputs(problem, torch.device("cuda"), generator)
+        reference = op.reference(problem, inputs)
+        kernels, fns = [], []
+        for config in configs:
+            entry = {"config": config}
+            try:
+                kernel = op.build(problem, config, target)
+                outputs = op.make_outputs(problem, torch.device("cuda"))
+                for o in outputs:
+                    o.fill_(float("nan"))
+                kernel(*inputs, *outputs)
+                torch.cuda.synchronize()
+                entry["rel_err"], entry["max_err"], entry["error"] = compare(outputs, reference,
+                                                                             op.tolerance(problem, config))
+            except Exception as e:  # noqa: BLE001 - a kernel that fails here is a row, not the end
+                entry["error"] = f"{type(e).__name__}: {e}"
+            if entry["error"] is None:
+                fns.append(lambda kernel=kernel, args=(*inputs, *outputs): kernel(*args))
+            kernels.append(entry)
+        fns.append(op.baseline(problem, inputs))
+        times = bench(fns, settings, target.l2_bytes)
+        timed = iter(times[:-1])
+        for entry in kernels:
+            if entry["error"] is None:
+                entry["ms"] = next(timed)
+        good = [e["ms"] for e in kernels if "ms" in e]
+        row = {"shape": name, **m_n_k[name], "kernels": kernels, "torch_ms": times[-1],
+               "ratio": times[-1] / min(good) if good else None,
+               "tflops": op.flops(problem) / (min(good) * 1e-3) / 1e12 if good else None,
+               "torch_tflops": op.flops(problem) / (times[-1] * 1e-3) / 1e12}
+        rows.append(row)
+        log(json.dumps({k: row[k] for k in ("shape", "torch_ms", "ratio")}
+                       | {"ms": [round(e.get("ms", math.nan), 5) for e in kernels]}))
+        del inputs, reference
+    return rows
+
+
+def retime_table(rows):
+    lines = ["shape | m x n x k | dtype | lay | tuned TF/s | torch TF/s | ratio | best knobs (of the top re-timed)",
+             "--- | --- | --- | --- | --- | --- | --- | ---"]
+    ratios = [r["ratio"] for r in rows if r["ratio"]]
+    for r in rows:
+        fastest = min((e for e in r["kernels"] if "ms" in e), key=lambda e: e["ms"], default=None)
+        c = fastest["config"] if fastest else {}
+        knobs = " ".join(f"{k}={v}" for k, v in c.items() if DEFAULTS.get(k, None) != v)
+        lines.append(f"{r['shape']} | {r['m']}x{r['n']}x{r['k']} | {r['dtype']} | {r['layout']} | "
+                     f"{r['tflops'] or 0:.1f} | {r['torch_tflops']:.1f} | {r['ratio'] or 0:.3f} | {knobs}")
+    if ratios:
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        lines.append(f"geometric mean tuned/torch over {len(ratios)} shapes: {geo:.3f}; "
+                     f"shapes below 0.9: {sum(x < 0.9 for x in ratios)}; min {min(ratios):.3f}")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=os.environ.get("OUT", "out"))
@@ -228,6 +321,8 @@ def main(argv=None):
     p.add_argument("--budget-s", type=float, default=420.0, help="wall time for all shapes (searches and flips)")
     p.add_argument("--workers", type=int, default=0, help="compile processes (0: all cores but one)")
     p.add_argument("--run-timeout", type=float, default=20.0, help="seconds one check-and-time may take (a hang)")
+    p.add_argument("--retime", action="store_true", help="tune nothing: re-time the studies in --out together")
+    p.add_argument("--top", type=int, default=3, help="--retime: configurations re-timed per shape")
     args = p.parse_args(argv)
     names = list(SHAPES) if args.shapes == "all" else args.shapes.split(",")
     unknown = [s for s in names if s not in SHAPES]
@@ -236,6 +331,13 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args.storage = f"sqlite:///{out / 'gemm_suite.sqlite'}"
+    if args.retime:
+        start = time.monotonic()
+        rows = retime(args, out)
+        (out / "retime.json").write_text(json.dumps({"shapes": rows, "top": args.top}, indent=1, default=str))
+        log(f"\nGEMM suite re-timed in one process ({time.monotonic() - start:.0f} s): the top {args.top} "
+            "configurations of each shape and torch.matmul, interleaved\n" + retime_table(rows))
+        return 0
     log_file = open(out / "gemm_suite.log", "a")
 
     def note(text, full=None):

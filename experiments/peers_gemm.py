@@ -21,7 +21,8 @@ its call to the last of its compile futures (it compiles on a thread pool, and b
 compiling), tilesearch's builder (one process per core, started inside the measured span) from its
 creation to the last result.
 
-usage: python experiments/peers_gemm.py --out $OUT [--m 8192 --n 8192 --k 8192] [--tools tilelang,grid,search,triton]
+usage: python experiments/peers_gemm.py --out $OUT [--m 8192 --n 8192 --k 8192] [--grid small|large]
+       [--tools tilelang,grid,search,triton] [--trials 8]
 """
 
 import argparse
@@ -34,10 +35,17 @@ import tempfile
 import time
 from pathlib import Path
 
-GRID = dict(
-    block_m=(128, 256), block_n=(128, 256), block_k=(32, 64), num_stages=(3, 4),
-    threads=(128, 256), panel_size=(0, 8), warp_policy=("square",),
-)
+GRIDS = {
+    "small": dict(  # 32 valid configurations
+        block_m=(128, 256), block_n=(128, 256), block_k=(32, 64), num_stages=(3, 4),
+        threads=(128, 256), panel_size=(0, 8), warp_policy=("square",),
+    ),
+    "large": dict(  # 96 valid: three times the work, so that start-up weighs less in throughput
+        block_m=(128, 256), block_n=(128, 256), block_k=(32, 64), num_stages=(2, 3, 4),
+        threads=(128, 256), panel_size=(0, 8), warp_policy=("square", "full_row"),
+    ),
+}
+GRID = "small"  # the child's grid, set from --grid
 
 
 def grid_space():
@@ -45,7 +53,8 @@ def grid_space():
     from tilesearch.space import Categorical, Space
     from tilesearch.target import Target
 
-    return Space([Categorical(k, v) for k, v in GRID.items()], constraints("float16", Target.from_arch("sm_90a")))
+    knobs = GRIDS[GRID]
+    return Space([Categorical(k, v) for k, v in knobs.items()], constraints("float16", Target.from_arch("sm_90a")))
 
 
 def inputs(m, n, k):
@@ -254,6 +263,8 @@ def retime(m, n, k, configs):
 
 
 def child(args):
+    global GRID
+    GRID = args.grid
     m, n, k = args.m, args.n, args.k
     if args.tool == "retime":
         print("RESULT " + json.dumps(retime(m, n, k, json.loads(args.configs))), flush=True)
@@ -276,6 +287,7 @@ def main():
     p.add_argument("--n", type=int, default=8192)
     p.add_argument("--k", type=int, default=8192)
     p.add_argument("--tools", default="tilelang,grid,search,triton")
+    p.add_argument("--grid", default="small", choices=sorted(GRIDS), help="the configurations every tool sweeps")
     p.add_argument("--strategy", default="")
     p.add_argument("--trials", type=int, default=8)
     p.add_argument("--out", default=os.environ.get("OUT", "out"))
@@ -335,7 +347,7 @@ def run_child(args, tool, out, configs=None):
     env = {**os.environ, "TILELANG_CACHE_DIR": f"{scratch}/cache", "TILELANG_AUTO_TUNING_DISABLE_CACHE": "1",
            "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, __file__, "--tool", tool, "--scratch", scratch, "--m", str(args.m), "--n", str(args.n),
-           "--k", str(args.k), "--strategy", args.strategy, "--trials", str(args.trials)]
+           "--k", str(args.k), "--grid", args.grid, "--strategy", args.strategy, "--trials", str(args.trials)]
     if configs is not None:
         cmd += ["--configs", configs]
     start = time.perf_counter()

@@ -11,8 +11,9 @@ Ablation, two ways, per knob group (``split_k``; ``persistent``; ``epilogue``; `
 ``warp_specialize``; and all of them together, i.e. the template as it was before):
 
 - ``flip``: the search's best configuration with the group reset to its old value, measured in
-  the same study right after the search (a pruned flip whose reason says "same kernel" is the
-  same kernel: gain 1); gain = flip latency / that best's latency.
+  the same study right after the search (a flip the space prunes as the same kernel as another
+  configuration is that configuration; gain 1 where that is the best itself); gain = flip
+  latency / that best's latency.
 - ``records``: the best trial (search or flips) whose group is at its old value; gain = its
   latency / the best trial's latency.
 
@@ -37,6 +38,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -66,6 +68,7 @@ SHAPES = {  # name: (m, n, k, dtype, layout)
     "odd1000": (1000, 3000, 500, "float16", "nn"),
     "odd4097": (4097, 4095, 129, "bfloat16", "nn"),
 }
+SAME_KERNEL = re.compile(r"same kernel as (\w+)=(\w+)")
 FLIP_RESERVE_S = 20.0  # of a shape's share of the budget: compiles in flight at its deadline, then the flips
 GROUPS = {
     "split_k": {"split_k": 1},
@@ -123,22 +126,42 @@ class Listed(Strategy):
         return [Proposal(c) for c in self.configs if candidate_key(context, c) not in taken][:n]
 
 
+def canonical(config, space):
+    """``config``, or where the space prunes it as "same kernel as KNOB=VALUE", that configuration
+    (as often as the space says so): with no aligned rows, ``tma=True`` and ``warp_specialize=on``
+    compile the kernel of ``tma=False`` and ``off``."""
+    for _ in range(len(config)):
+        same = SAME_KERNEL.search(space.why_invalid(config) or "")
+        if not same:
+            break
+        knob, value = same.groups()
+        config = {**config, knob: {"True": True, "False": False}.get(value, value)}
+    return config
+
+
 def flips(best, space):
-    """Per group: the best configuration with the group at its old value, and how to get it
-    (``same``: it is the best itself; ``same kernel``: pruned as identical; ``measure``)."""
+    """Per group: the best configuration with the group at its old value (in its canonical form,
+    so that resetting every new knob of a best with unaligned rows still measures the plain
+    epilogue), and how to get it (``same``: it is the best itself; ``same kernel``: the space
+    prunes it as compiling the best's kernel; ``measure``; ``invalid``)."""
     out = {}
     for group, old in {**GROUPS, "all_new": DEFAULTS}.items():
-        config = {**best, **{k: v for k, v in old.items() if k in best}}
+        flipped = {**best, **{k: v for k, v in old.items() if k in best}}
+        config = canonical(flipped, space)
         reason = space.why_invalid(config)
         if config == best:
-            out[group] = ("same", config, None)
-        elif reason and "same kernel" in reason:
-            out[group] = ("same kernel", config, reason)
+            out[group] = ("same" if flipped == best else "same kernel", config, space.why_invalid(flipped))
         elif reason:
             out[group] = ("invalid", config, reason)
         else:
-            out[group] = ("measure", config, None)
+            out[group] = ("measure", config, space.why_invalid(flipped))
     return out
+
+
+def without(records, old, space):
+    """The records whose configuration already has the group's old values, up to the space's
+    "same kernel" equivalences."""
+    return [r for r in records if canonical({**r.config, **old}, space) == r.config]
 
 
 def run_shape(name, args, builder, runner, shape_deadline):
@@ -184,10 +207,9 @@ def run_shape(name, args, builder, runner, shape_deadline):
             rec = by_key.get(config_key(cfg))
             entry["flip_gain"] = rec.latency_ms / best.latency_ms if rec else None
             entry["flip_status"] = rec.status if rec else "not measured"
-        old = DEFAULTS if group == "all_new" else GROUPS[group]
-        without = [r for r in ok if all(r.config.get(kn, DEFAULTS[kn]) == v for kn, v in old.items())]
-        entry["records_without"] = len(without)
-        entry["records_gain"] = min(r.latency_ms for r in without) / top.latency_ms if without else None
+        rest = without(ok, DEFAULTS if group == "all_new" else GROUPS[group], space)
+        entry["records_without"] = len(rest)
+        entry["records_gain"] = min(r.latency_ms for r in rest) / top.latency_ms if rest else None
         ablation[group] = entry
     row["ablation"] = ablation
     return row

@@ -100,7 +100,7 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
 
     def alignment(c: Mapping[str, Any]) -> str | None:
         if not tma_loads and c.get("warp_specialize", "on") != "off":
-            return "warp specialization: rows of A and B are not 16-byte aligned, no TMA loads (same kernel as off)"
+            return "warp specialization: rows of A and B are not 16-byte aligned, no TMA loads (same kernel as warp_specialize=off)"
         if not (tma_loads or tma_store) and c.get("tma", True):
             return "tma: no operand's rows are 16-byte aligned (same kernel as tma=False)"
         return None

@@ -56,3 +56,41 @@ def test_suite_searches_flips_and_tabulates(tmp_path, monkeypatch, capsys):
     assert rows[1]["ablation"]["split_k"]["flip"] == "same"  # K = 129: no split-K offered
     out = capsys.readouterr().out
     assert "geometric mean tuned/torch over 2 shapes" in out.splitlines()[-1]
+
+
+def test_flips_follow_same_kernel_equivalences_on_unaligned_rows():
+    """4097x4095x129 has no 16-byte aligned rows: tma=True and warp_specialize=on compile the kernel
+    of tma=False and off, so resetting every new knob of a best with an smem epilogue must still
+    measure the plain epilogue, and resetting the TMA switches alone is the best itself."""
+    from search_spaces.gemm import GemmOp
+
+    op = GemmOp()
+    problem = op.problem(m=4097, n=4095, k=129, dtype="bfloat16", layout="nn")
+    space = op.space(problem, Target.from_arch("sm_90a"))
+    best = dict(block_m=128, block_n=256, block_k=32, num_stages=5, threads=256, panel_size=4,
+                warp_policy="full_col", split_k=1, persistent=False, epilogue="smem", tma=False,
+                warp_specialize="off")
+    assert space.why_invalid(best) is None
+    plan = gemm_suite.flips(best, space)
+    assert plan["tma_ws"][0] == "same kernel" and plan["tma_ws"][1] == best
+    how, config, _ = plan["all_new"]
+    assert how == "measure"
+    assert config == {**best, "epilogue": "direct"}
+    assert plan["epilogue"] == ("measure", config, None)
+    assert plan["split_k"][0] == "same"
+
+
+def test_records_without_a_group_count_equivalent_configurations():
+    from types import SimpleNamespace
+
+    from search_spaces.gemm import GemmOp
+
+    op = GemmOp()
+    problem = op.problem(m=4097, n=4095, k=129, dtype="bfloat16", layout="nn")
+    space = op.space(problem, Target.from_arch("sm_90a"))
+    base = dict(block_m=128, block_n=128, block_k=32, num_stages=3, threads=128, panel_size=0,
+                warp_policy="square", split_k=1, persistent=False, tma=False, warp_specialize="off")
+    plain, staged = {**base, "epilogue": "direct"}, {**base, "epilogue": "smem"}
+    records = [SimpleNamespace(config=plain), SimpleNamespace(config=staged)]
+    assert gemm_suite.without(records, gemm_suite.DEFAULTS, space) == records[:1]
+    assert gemm_suite.without(records, gemm_suite.GROUPS["tma_ws"], space) == records

@@ -85,15 +85,24 @@ def plot(name, table, out):
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, axes = plt.subplots(1, 2 if name == "swizzle" else 1, figsize=(12 if name == "swizzle" else 7, 4),
+                             squeeze=False)
+    ax = axes[0][0]
     if name == "swizzle":
         x = [r["size"] for r in table]
         for key, label in [("panel_0", "swizzle off"), ("panel_10", "panel 10"), ("panel_20", "panel 20"),
-                           ("torch", "torch.matmul")]:
+                           ("torch", "torch.matmul (beside the fixed tiles)")]:
             ax.plot(x, [r.get(key) for r in table], marker="o", label=label)
-        tuned = [(r["size"], r["tuned"]) for r in table if "tuned" in r]
+        tuned = [(r["size"], r["tuned"], r["tuned_vs_torch"]) for r in table if "tuned" in r]
         if tuned:
-            ax.plot(*zip(*tuned), marker="*", linestyle="none", markersize=12, label="tilesearch tuned")
+            ax.plot([t[0] for t in tuned], [t[1] for t in tuned], marker="*", linestyle="none", markersize=12,
+                    label="tilesearch tuned")
+            ratio = axes[0][1]
+            ratio.plot([t[0] for t in tuned], [t[2] for t in tuned], marker="*", markersize=12, color="tab:purple")
+            ratio.axhline(1.0, linestyle="--", color="tab:red", linewidth=1)
+            ratio.set_xlabel("M = N = K")
+            ratio.set_ylabel("tuned / torch.matmul, timed interleaved")
+            ratio.grid(alpha=0.3)
         ax.set_xlabel("M = N = K")
     else:
         for r in table:

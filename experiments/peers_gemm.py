@@ -262,6 +262,49 @@ def retime(m, n, k, configs):
     return {name: {"ms": t, "rel_err": errors[name]} for name, t in zip(runs, times)}
 
 
+def plot(result, path):
+    """Two panels from a ``peers_gemm.json`` dict: each tool's tuning wall time, and every best
+    kernel's TFLOP/s re-timed together with ``torch.matmul`` (labelled with the ratio to it)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    rows, together = result["tools"], result.get("retime") or {}
+    flops = result.get("flops") or rows[0]["tflops"] * 1e12 * rows[0]["best_ms"] * 1e-3
+    fig, (walls, speed) = plt.subplots(1, 2, figsize=(12, 4))
+    names = [r["tool"] for r in rows]
+    # the grid tool compiles everything in a separate phase first (its throughput), then tunes
+    before = [r.get("build_wall_s", 0) if r.get("build_workers") else 0 for r in rows]
+    walls.barh(names, before, color="tab:gray", label="separate compile phase")
+    walls.barh(names, [r["wall_s"] for r in rows], left=before, color="tab:blue", label="tuning call")
+    for i, r in enumerate(rows):
+        parts = f" ({before[i]:.1f} + {r['wall_s']:.1f})" if before[i] else ""
+        walls.text(before[i] + r["wall_s"], i, f" {before[i] + r['wall_s']:.1f} s{parts}, "
+                   f"{r.get('trials', r['configs'])} measured", va="center", fontsize=8)
+    walls.set_xlabel("wall time (s), compile + measure")
+    walls.invert_yaxis()
+    walls.set_xlim(0, 1.45 * max(b + r["wall_s"] for b, r in zip(before, rows)))
+    walls.legend(fontsize=8, loc="lower right")
+    if together:
+        base = together["torch.matmul"]["ms"]
+        kernels = list(together)
+        tflops = [flops / (together[k]["ms"] * 1e-3) / 1e12 for k in kernels]
+        colors = ["tab:red" if k == "torch.matmul" else "tab:green" for k in kernels]
+        speed.barh(kernels, tflops, color=colors)
+        for i, k in enumerate(kernels):
+            speed.text(tflops[i], i, f" {tflops[i]:.0f} ({base / together[k]['ms']:.3f}x)", va="center", fontsize=8)
+        speed.set_xlabel("best kernel re-timed together, TFLOP/s (x torch.matmul)")
+        speed.invert_yaxis()
+        speed.set_xlim(0, 1.3 * max(tflops))
+    fig.suptitle(result.get("title", "GEMM peers"), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def child(args):
     global GRID
     GRID = args.grid
@@ -294,9 +337,12 @@ def main():
     p.add_argument("--tool")
     p.add_argument("--scratch")
     p.add_argument("--configs", help="retime: JSON {tool: config}")
+    p.add_argument("--replot", metavar="JSON", help="draw peers_gemm.png beside a recorded peers_gemm.json (no GPU)")
     args = p.parse_args()
     if args.tool:
         return child(args)
+    if args.replot:
+        return replot(Path(args.replot), args)
     from tilesearch import strategy as strategies
 
     args.strategy = args.strategy or ("xgb" if "xgb" in strategies.STRATEGIES else "tpe")
@@ -311,7 +357,11 @@ def main():
     best = {r["tool"]: (r["best_config"] if r["tool"] != "triton autotune" else None) for r in rows}
     best = {tool: config for tool, config in best.items() if isinstance(config, dict) or tool == "triton autotune"}
     together = run_child(args, "retime", out, configs=json.dumps(best)) if best else None
-    (out / "peers_gemm.json").write_text(json.dumps({"tools": rows, "retime": together}, indent=1, default=str))
+    result = {"tools": rows, "retime": together, "flops": 2 * args.m * args.n * args.k,
+              "title": f"GEMM {args.m}x{args.n}x{args.k} float16, {args.grid} grid, H100 peers"}
+    (out / "peers_gemm.json").write_text(json.dumps(result, indent=1, default=str))
+    if rows:
+        plot(result, out / "peers_gemm.png")
     print(f"\nGEMM {args.m}x{args.n}x{args.k} float16; each row's torch.matmul timed in the same process")
     print(f"{'tool':<24}{'configs':>8}{'trials':>7}{'wall_s':>8}{'best_ms':>9}{'TFLOP/s':>9}{'vs_matmul':>10}{'rel_err':>10}")
     for r in rows:
@@ -341,6 +391,27 @@ def main():
             print(f"compile throughput tilesearch / TileLang autotune: {rates['tilesearch grid'] / rates['tilelang autotune']:.1f}x")
 
 
+def replot(path, args):
+    """``--replot``: the plot of a recorded run (of ``--m --n --k --grid``, for runs that did not
+    record them); exit status 2 if ``path`` is not one."""
+    try:
+        result = json.loads(path.read_text())
+        result["tools"][0]["tflops"]
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+        print(f"peers_gemm: {path} is not a peers_gemm.json ({type(e).__name__}: {e}); pass the file a run wrote",
+              file=sys.stderr)
+        return 2
+    row = result["tools"][0]
+    recorded = result.get("flops") or row["tflops"] * 1e12 * row["best_ms"] * 1e-3
+    if abs(recorded / (2 * args.m * args.n * args.k) - 1) > 1e-6:
+        print(f"peers_gemm: {path} is not a run of {args.m}x{args.n}x{args.k}; pass that run's --m --n --k",
+              file=sys.stderr)
+        return 2
+    result.setdefault("title", f"GEMM {args.m}x{args.n}x{args.k} float16, {args.grid} grid, H100 peers")
+    plot(result, path.with_name("peers_gemm.png"))
+    return 0
+
+
 def run_child(args, tool, out, configs=None):
     """Runs one tool in a fresh process with an empty TileLang cache; its RESULT dict or None."""
     scratch = tempfile.mkdtemp(prefix=f"peer-{tool}-")
@@ -365,4 +436,4 @@ def run_child(args, tool, out, configs=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

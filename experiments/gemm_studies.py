@@ -3,7 +3,7 @@ interleaved beside every kernel by the runner).
 
 - ``swizzle``: a TileLang user's rasterization study. M=N=K from 12288 to 20480 in steps of 1024,
   block 128x128x32, 3 stages, 128 threads, swizzle off / panel 10 / panel 20; then the same sizes
-  with every knob tuned (``--tuned-sizes``, ``--trials``).
+  with every knob tuned (``--tuned-sizes``, default all; ``--trials``).
 - ``pipelining``: tilus's tutorial workloads 4096x4096x4096 and 1024x1024x14336, num_stages 1 to 5
   at fixed tiles (128x128x64, 128 threads, panel 8, square), then fully tuned.
 
@@ -21,6 +21,7 @@ from pathlib import Path
 import tilesearch
 from tilesearch.space import Categorical, Space
 
+SWIZZLE_SIZES = list(range(12288, 20480 + 1, 1024))
 BASE = dict(block_m=128, block_n=128, block_k=32, num_stages=3, threads=128, panel_size=0, warp_policy="square")
 
 
@@ -43,9 +44,8 @@ def rows_of(result):
 
 
 def swizzle(args, out):
-    sizes = list(range(12288, 20480 + 1, 1024))
     table = []
-    for size in sizes:
+    for size in SWIZZLE_SIZES:
         shape = (size, size, size)
         fixed = run(shape, fixed_space(panel_size=(0, 10, 20)), 3, args.storage, study=f"swizzle-fixed-{size}")
         by_panel = {r.config["panel_size"]: r for r in rows_of(fixed)}
@@ -124,9 +124,10 @@ def main():
     p.add_argument("--studies", default="swizzle,pipelining")
     p.add_argument("--trials", type=int, default=16)
     p.add_argument("--strategy", default="xgb")
-    p.add_argument("--tuned-sizes", default="12288,16384,20480")
+    p.add_argument("--tuned-sizes", default="all", help="swizzle sizes also tuned: all, or comma-separated")
     args = p.parse_args()
-    args.tuned_sizes = {int(s) for s in args.tuned_sizes.split(",") if s}
+    sizes = SWIZZLE_SIZES if args.tuned_sizes == "all" else [s for s in args.tuned_sizes.split(",") if s]
+    args.tuned_sizes = {int(s) for s in sizes}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args.storage = f"sqlite:///{out / 'studies.sqlite'}"

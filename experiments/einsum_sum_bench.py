@@ -13,8 +13,10 @@ own output dtype):
 4. report the speedup and how close the best kernel comes to the time floor of writing S once
    at the measured copy bandwidth.
 
-Writes ``einsum_sum_bench.log`` and ``einsum_sum_bench.json`` under ``--out`` (default ``$OUT``
-or ``./out``) and prints a short table last. Run: ``python experiments/einsum_sum_bench.py --out $OUT``.
+Writes ``einsum_sum_bench.log``, ``einsum_sum_bench.json`` and the plot ``einsum_sum.png`` under
+``--out`` (default ``$OUT`` or ``./out``) and prints a short table last. Run:
+``python experiments/einsum_sum_bench.py --out $OUT``; redraw the plot from a recorded JSON without a
+GPU: ``python experiments/einsum_sum_bench.py --replot path/to/einsum_sum_bench.json``.
 """
 
 import argparse
@@ -271,6 +273,90 @@ def edge_sizes(op: Any, storage: str, target: Any, log: Log) -> dict[str, Any]:
     return out
 
 
+def _bars(entry: dict[str, Any]) -> list[tuple[str, float | None, str, str]]:
+    """One problem's bars, top to bottom: (name, ms, label, kind) for each algorithm's best kernel,
+    the PyTorch expression and the floor; ms is None for a kernel that has no timing."""
+    timings = entry.get("timings_ms", {})
+    pytorch = timings.get("pytorch")
+    bars = []
+    for alg, a in entry.get("algorithms", {}).items():
+        ms = a.get("latency_ms")
+        label = "error" if ms is None else f"{a['speedup']:.1f}x" if a.get("speedup") else f"{ms:.3g} ms"
+        bars.append((alg, ms, label, "kernel"))
+    bars += [(alg, None, "no correct kernel", "kernel") for alg in entry.get("no_correct_kernel", [])]
+    if pytorch is not None:
+        bars.append(("PyTorch", pytorch, f"{pytorch:.3g} ms", "pytorch"))
+    if entry.get("floor_write_s_ms") is not None:
+        bars.append(("floor (write S)", entry["floor_write_s_ms"], f"{entry['floor_write_s_ms']:.3g} ms", "floor"))
+    return bars
+
+
+def _heading(name: str, entry: dict[str, Any]) -> str:
+    p = entry.get("problem", {})
+    shape = " ".join(f"{k}={p[k]}" for k in ("t", "k", "h", "d") if k in p)
+    return f"{name}: {shape}, S {p.get('out_dtype', '?')}"
+
+
+def plot(results: dict[str, Any], out_path: Path) -> None:
+    """Draws ``results`` (the dict written to einsum_sum_bench.json) to the PNG ``out_path``: per
+    problem, the re-timed ms of each algorithm's best kernel (labelled with its speedup over
+    PyTorch), the PyTorch expression and the floor, on a log time axis. Does nothing without
+    matplotlib or without any timed problem."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        return
+    groups = [(name, _bars(e)) for name, e in results.get("problems", {}).items()]
+    groups = [(name, bars) for name, bars in groups if bars]
+    if not groups:
+        return
+    colors = {"kernel": "tab:blue", "pytorch": "tab:orange", "floor": "tab:gray"}
+    fig, axes = plt.subplots(len(groups), 1, sharex=True, squeeze=False,
+                             figsize=(8, 1.0 + sum(0.32 * len(b) + 0.45 for _, b in groups)),
+                             gridspec_kw={"height_ratios": [len(b) for _, b in groups]})
+    timed = [ms for _, bars in groups for _, ms, _, _ in bars if ms]
+    low = min(timed) / 2
+    for ax, (name, bars) in zip(axes[:, 0], groups):
+        ax.set_xscale("log")
+        ax.set_xlim(low, max(timed) * 2.5)
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        y = list(range(len(bars)))[::-1]
+        for yi, (_, ms, label, kind) in zip(y, bars):
+            if ms:
+                ax.barh(yi, ms, color=colors[kind], height=0.7)
+            ax.text(ms or low, yi, f" {label}", va="center", fontsize=8)
+        ax.set_yticks(y, [b[0] for b in bars], fontsize=8)
+        ax.set_title(_heading(name, results["problems"][name]), fontsize=9, loc="left")
+        ax.grid(axis="x", which="both", alpha=0.3)
+        ax.tick_params(labelbottom=True, labelsize=8)
+    ax.set_xlabel("milliseconds (log scale)")
+    fig.suptitle("einsum-sum, re-timed together in one worker, lower is better", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+
+
+def replot(json_path: Path) -> int:
+    """Redraws ``einsum_sum.png`` next to a recorded ``einsum_sum_bench.json``, without a GPU;
+    returns 2 with a one-line error if the file is missing or not the bench's JSON."""
+    try:
+        results = json.loads(json_path.read_text())
+        problems = results.get("problems") if isinstance(results, dict) else None
+        if not isinstance(problems, dict) or not all(isinstance(e, dict) for e in problems.values()):
+            raise ValueError("not einsum_sum_bench.json: no 'problems' table")
+    except (OSError, ValueError) as exc:
+        print(f"einsum_sum_bench: cannot replot {json_path}: {exc}", file=sys.stderr)
+        return 2
+    out_path = json_path.with_name("einsum_sum.png")
+    plot(results, out_path)
+    print(out_path if out_path.exists() else "no plot: matplotlib missing or no problem timed")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "out"))
@@ -278,7 +364,10 @@ def main() -> int:
     parser.add_argument("--trials-small", type=int, default=32, help="measured configurations per smaller problem")
     parser.add_argument("--budget-s", type=float, default=400.0, help="stop tuning further problems after this")
     parser.add_argument("--problems", default=",".join(PROBLEMS))
+    parser.add_argument("--replot", type=Path, metavar="JSON", help="only redraw einsum_sum.png next to this JSON")
     args = parser.parse_args()
+    if args.replot:
+        return replot(args.replot)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     log = Log(out_dir / "einsum_sum_bench.log")
@@ -357,6 +446,7 @@ def main() -> int:
         "copy bandwidth; ok: within tolerance and error <= pytorch's"
     )
     log(report.table(rows, ["problem", "algorithm", "ms", "pytorch_ms", "speedup", "runner_x", "rel_err", "pytorch_err", "floor_ms", "floor/ms", "ok"]))
+    plot(results, out_dir / "einsum_sum.png")
     return 0
 
 

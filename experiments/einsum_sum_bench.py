@@ -35,7 +35,7 @@ from search_spaces import einsum_sum as es
 from tilesearch import registry, report
 from tilesearch.database import TuningDatabase
 from tilesearch.op import Tolerance
-from tilesearch.runner.measure import MeasureSettings, bench, compare
+from tilesearch.runner.measure import MeasureSettings, bench, check, compare
 from tilesearch.space import Space
 from tilesearch.strategy import Proposal, SearchContext, Strategy, create
 from tilesearch.strategy.enumerated import candidate_key
@@ -182,10 +182,7 @@ def check_and_time(problem_params: dict[str, Any], configs: dict[str, dict[str, 
         try:
             kernel = op.build(problem, config, target)
             (s,) = op.make_outputs(problem, device)
-            s.fill_(float("nan"))
-            kernel(q, key, s)
-            torch.cuda.synchronize()
-            fro, mx, why = compare([s], [ref], op.tolerance(problem, config))
+            fro, mx, why = check(kernel, (q, key), (s,), [ref], op.tolerance(problem, config))
             entry.update(rel_fro=fro, max_rel=mx, within_tolerance=why is None, beats_pytorch_error=fro <= torch_fro)
             log(
                 f"  {alg:13s} rel_fro {fro:.3e}  max_rel {mx:.3e}  "

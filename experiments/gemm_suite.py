@@ -255,7 +255,7 @@ def retime(args, out):
     import torch
 
     from tilesearch.records import Candidate
-    from tilesearch.runner.measure import MeasureSettings, bench, compare
+    from tilesearch.runner.measure import MeasureSettings, bench, check
     from tilesearch.target import detect
 
     op, target = registry.load("gemm"), detect()
@@ -287,12 +287,8 @@ def retime(args, out):
             try:
                 kernel = op.build(problem, config, target)
                 outputs = op.make_outputs(problem, torch.device("cuda"))
-                for o in outputs:
-                    o.fill_(float("nan"))
-                kernel(*inputs, *outputs)
-                torch.cuda.synchronize()
-                entry["rel_err"], entry["max_err"], entry["error"] = compare(outputs, reference,
-                                                                             op.tolerance(problem, config))
+                entry["rel_err"], entry["max_err"], entry["error"] = check(kernel, inputs, outputs, reference,
+                                                                           op.tolerance(problem, config))
             except Exception as e:  # noqa: BLE001 - a kernel that fails here is a row, not the end
                 entry["error"] = f"{type(e).__name__}: {e}"
             if entry["error"] is None:

@@ -37,7 +37,7 @@ def retime(problem, configs, arch):
     import torch
 
     from tilesearch import registry
-    from tilesearch.runner.measure import MeasureSettings, bench, compare
+    from tilesearch.runner.measure import MeasureSettings, bench, check
     from tilesearch.target import Target, detect
 
     op = registry.load("gemm")
@@ -50,9 +50,7 @@ def retime(problem, configs, arch):
     fns = []
     for config, kernel in zip(configs, kernels):
         out = op.make_outputs(prob, torch.device("cuda"))
-        kernel(*inputs, *out)
-        torch.cuda.synchronize()
-        _, _, why = compare(out, refs, op.tolerance(prob, config))
+        _, _, why = check(kernel, inputs, out, refs, op.tolerance(prob, config))
         if why:
             raise RuntimeError(f"{config}: {why}")
         fns.append(lambda kernel=kernel, out=out: kernel(*inputs, *out))

@@ -60,6 +60,19 @@ def _poison(tensor: Any) -> None:
         tensor.fill_(torch.iinfo(tensor.dtype).max)
 
 
+def check(kernel: Any, inputs: Any, outputs: Any, references: Any, tol: Any) -> tuple[float, float, str | None]:
+    """Runs ``kernel(*inputs, *outputs)`` once on outputs poisoned first (so an unwritten element
+    fails), then :func:`compare` s them with ``references``."""
+    for out in outputs:
+        _poison(out)
+    kernel(*inputs, *outputs)
+    if any(out.is_cuda for out in outputs):
+        import torch
+
+        torch.cuda.synchronize()
+    return compare(outputs, references, tol)
+
+
 def compare(outputs: Any, references: Any, tol: Any) -> tuple[float, float, str | None]:
     """Worst relative Frobenius and max errors over the outputs, and why they fail, if they do."""
     import torch
@@ -144,13 +157,7 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
     generator.manual_seed(int(digest(candidate.key, settings.seed), 16) % 2**62)
     inputs = op.make_inputs(problem, device, generator)
     outputs = op.make_outputs(problem, device)
-    for out in outputs:
-        _poison(out)
-    kernel(*inputs, *outputs)
-    torch.cuda.synchronize()
-    references = op.reference(problem, inputs)
-    rel, mx, why = compare(outputs, references, op.tolerance(problem, candidate.config))
-    del references
+    rel, mx, why = check(kernel, inputs, outputs, op.reference(problem, inputs), op.tolerance(problem, candidate.config))
     if why is not None:
         return RunResult(Status.WRONG_RESULT, error=why, rel_err=rel, max_err=mx, measure_s=time.perf_counter() - start)
 

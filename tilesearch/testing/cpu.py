@@ -14,7 +14,7 @@ from typing import Any
 
 from tilesearch.records import Candidate, RunResult, Status
 from tilesearch.runner.local import LocalRunner
-from tilesearch.runner.measure import MeasureSettings, _poison, compare
+from tilesearch.runner.measure import MeasureSettings, check
 
 
 class CpuRunner(LocalRunner):
@@ -50,10 +50,7 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
     generator = torch.Generator().manual_seed(int(digest(candidate.key, settings.seed), 16) % 2**62)
     inputs = op.make_inputs(problem, "cpu", generator)
     outputs = op.make_outputs(problem, "cpu")
-    for out in outputs:
-        _poison(out)
-    kernel(*inputs, *outputs)
-    rel, mx, why = compare(outputs, op.reference(problem, inputs), op.tolerance(problem, candidate.config))
+    rel, mx, why = check(kernel, inputs, outputs, op.reference(problem, inputs), op.tolerance(problem, candidate.config))
     if why is not None:
         return RunResult(Status.WRONG_RESULT, error=why, rel_err=rel, max_err=mx, replayed=True,
                          measure_s=time.perf_counter() - start)

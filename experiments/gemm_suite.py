@@ -215,6 +215,13 @@ def run_shape(name, args, builder, runner, shape_deadline):
     return row
 
 
+def summary(ratios):
+    """The suite's verdict line: geometric mean of tuned over torch, shapes below 0.9, the lowest."""
+    geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+    return (f"geometric mean tuned/torch over {len(ratios)} shapes: {geo:.3f}; "
+            f"shapes below 0.9: {sum(x < 0.9 for x in ratios)}; min {min(ratios):.3f}")
+
+
 def table(rows):
     def f(x, spec=".2f"):
         return "-" if x is None else format(x, spec)
@@ -242,15 +249,14 @@ def table(rows):
             cells.append(f"{f(a['flip_gain'])}/{f(a['records_gain'])}")
         lines.append(" | ".join(cells))
     if ratios:
-        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        lines.append(f"geometric mean tuned/torch over {len(ratios)} shapes: {geo:.3f}; "
-                     f"shapes below 0.9: {sum(x < 0.9 for x in ratios)}; min {min(ratios):.3f}")
+        lines.append(summary(ratios))
     return "\n".join(lines)
 
 
-def retime(args, out):
-    """Re-times each shape's ``args.top`` fastest configurations beside ``torch.matmul`` in this
-    process; returns rows {shape, kernels: [{config, ms, rel_err, error}], torch_ms, ratio}."""
+def retime(args, names):
+    """Re-times the ``args.top`` fastest configurations of each of ``names`` tuned in the storage
+    beside ``torch.matmul`` in this process; returns rows {shape, kernels: [{config, ms, rel_err,
+    error}], torch_ms, ratio}."""
     import optuna
     import torch
 
@@ -261,8 +267,7 @@ def retime(args, out):
     op, target = registry.load("gemm"), detect()
     tuned = set(optuna.get_all_study_names(args.storage))
     picks = {}
-    wanted = [n for n in SHAPES if (args.shapes == "all" or n in args.shapes.split(",")) and f"suite:{n}" in tuned]
-    for name in wanted:
+    for name in (n for n in names if f"suite:{n}" in tuned):
         db = tilesearch.TuningDatabase(args.storage, f"suite:{name}")
         ok = sorted((r for r in db.finished().values() if r.status == "ok" and r.latency_ms),
                     key=lambda r: r.latency_ms)
@@ -323,9 +328,7 @@ def retime_table(rows):
         lines.append(f"{r['shape']} | {r['m']}x{r['n']}x{r['k']} | {r['dtype']} | {r['layout']} | "
                      f"{r['tflops'] or 0:.1f} | {r['torch_tflops']:.1f} | {r['ratio'] or 0:.3f} | {knobs}")
     if ratios:
-        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        lines.append(f"geometric mean tuned/torch over {len(ratios)} shapes: {geo:.3f}; "
-                     f"shapes below 0.9: {sum(x < 0.9 for x in ratios)}; min {min(ratios):.3f}")
+        lines.append(summary(ratios))
     return "\n".join(lines)
 
 
@@ -351,7 +354,7 @@ def main(argv=None):
     args.storage = f"sqlite:///{out / 'gemm_suite.sqlite'}"
     if args.retime:
         start = time.monotonic()
-        rows = retime(args, out)
+        rows = retime(args, names)
         (out / "retime.json").write_text(json.dumps({"shapes": rows, "top": args.top}, indent=1, default=str))
         log(f"\nGEMM suite re-timed in one process ({time.monotonic() - start:.0f} s): the top {args.top} "
             "configurations of each shape and torch.matmul, interleaved\n" + retime_table(rows))

@@ -286,15 +286,15 @@ class XGBStrategy(Strategy):
         candidates = codes([configs[i] for i in pool])
         others = codes([r.config for r in context.db.records() if r.status != Status.INVALID.value])
         noise = np.array([self.rng.random() for _ in pool])
-        chosen: list[int] = []
+        picked: list[int] = []  # positions in pool
         for _ in range(min(n, len(pool))):
             spread = (candidates[:, None, :] != others[None, :, :]).sum(axis=2).min(axis=1) if len(others) \
                 else np.zeros(len(pool))
-            spread[[pool.tolist().index(i) for i in chosen]] = -1
+            spread[picked] = -1
             best = int(np.lexsort((noise, margin[pool], spread))[-1])
-            chosen.append(int(pool[best]))
+            picked.append(best)
             others = np.vstack([others, candidates[best:best + 1]])
-        return chosen
+        return [int(pool[i]) for i in picked]
 
     def propose(self, context: SearchContext, n: int) -> list[Proposal]:
         if not self._ready:

@@ -17,7 +17,7 @@ import os
 import socket
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import optuna
@@ -25,11 +25,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tilesearch import heartbeat
 from tilesearch.op import Problem
-from tilesearch.records import BuildResult, Candidate, RunResult, Status
+from tilesearch.provenance import IDENTITY_ATTR, StaleStudyError, differences
+from tilesearch.records import FIGURES, BuildResult, Candidate, Final, RunResult, Status
 from tilesearch.storage import rdb_storage
 from tilesearch.target import Target
 
 DEFAULT_STORAGE = "sqlite:///tilesearch.db"
+FINAL_ATTR = "final"  # study attribute: the last final re-time and the trial count it covered
 ABANDONED_S = 600.0  # a worker writes its trial's PID right after opening it
 _UNFINISHED = {Status.INTERRUPTED.value, "running", "waiting"}
 
@@ -79,7 +81,9 @@ def study_name(problem: Problem, target: Target, tag: str) -> str:
 
 @dataclass(frozen=True)
 class TrialRecord:
-    """One trial as read back from the database."""
+    """One trial as read back from the database: the figures of its
+    :class:`~tilesearch.records.RunResult` by the same names (``None`` where the trial has none,
+    as in records written before a figure existed), and its compile time."""
 
     number: int
     key: str
@@ -93,6 +97,17 @@ class TrialRecord:
     rel_err: float | None = None
     compile_s: float | None = None
     measure_s: float | None = None
+    latency_q1: float | None = None
+    latency_q3: float | None = None
+    latency_low: float | None = None
+    latency_high: float | None = None
+    runs: int | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    sm_clock_mhz: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    throttled: bool | None = None
     replayed: bool = False
     duplicate_of: int | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
@@ -100,7 +115,6 @@ class TrialRecord:
     @classmethod
     def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
         a = trial.user_attrs
-        names = ("error", "latency_ms", "tflops", "baseline_ms", "speedup", "rel_err", "compile_s", "measure_s")
         status = a.get("status") or _STATE_STATUS.get(trial.state, "unknown")
         return cls(
             number=trial.number,
@@ -110,8 +124,11 @@ class TrialRecord:
             replayed=bool(a.get("replayed", False)),
             duplicate_of=a.get("duplicate_of"),
             attrs=dict(a),
-            **{n: a.get(n) for n in names},
+            **{n: a.get(n) for n in _READ_BACK},
         )
+
+
+_READ_BACK = tuple(n for n in (*FIGURES, "compile_s") if n in {f.name for f in fields(TrialRecord)})
 
 
 class TuningDatabase:
@@ -144,6 +161,14 @@ class TuningDatabase:
             storage=self.storage, study_name=name, direction="minimize", sampler=sampler, load_if_exists=True
         )
         existing = self.study.user_attrs
+        if info and IDENTITY_ATTR in info and self.trials():
+            differ = differences(existing.get(IDENTITY_ATTR), info[IDENTITY_ATTR])
+            if differ:
+                raise StaleStudyError(
+                    f"study {name!r} was measured under other conditions ({'; '.join(differ)}); its trials "
+                    "are not reused: run tilesearch revalidate with the same op and problem (study=OLD) "
+                    "to compare them under the current ones, or pass another study=NAME"
+                )
         for key, value in (info or {}).items():
             if key not in existing:
                 self.study.set_user_attr(key, value)
@@ -186,9 +211,23 @@ class TuningDatabase:
         return sum(1 for r in self.finished().values() if r.status != Status.INVALID.value)
 
     def best(self, n: int = 10) -> list[TrialRecord]:
-        """The ``n`` fastest correct configurations."""
+        """The ``n`` fastest correct configurations: those of the final re-time first, in its
+        order (see :meth:`final`), then the others by their latency in the search."""
         ok = [r for r in self.finished().values() if r.status == Status.OK.value and r.latency_ms is not None]
-        return sorted(ok, key=lambda r: r.latency_ms)[:n]
+        final = self.final()
+        rank = {e.trial: i for i, e in enumerate(final.entries) if e.result.status == Status.OK} if final else {}
+        return sorted(ok, key=lambda r: (rank.get(r.number, len(rank)), r.latency_ms))[:n]
+
+    def final(self) -> Final | None:
+        """The last final re-time (:mod:`tilesearch.runner.retime`), or ``None`` if there is none
+        or configurations were measured after it (it no longer covers the study's best)."""
+        saved = self.study.user_attrs.get(FINAL_ATTR)
+        if not saved or saved.get("evaluated") != self.evaluated():
+            return None
+        return Final.from_dict(saved["final"])
+
+    def set_final(self, final: Final) -> None:
+        self.study.set_user_attr(FINAL_ATTR, {"final": final.to_dict(), "evaluated": self.evaluated()})
 
     def fail_stale(self) -> int:
         """Marks this host's running trials whose process is gone as interrupted, and, on a storage
@@ -330,10 +369,12 @@ def _pid_alive(pid: Any) -> bool:
     return True
 
 
-def find_studies(storage: str | None, op: str, problem: Problem | None = None) -> list[str]:
-    """Names of the studies in ``storage`` for ``op`` (and ``problem``, if given), any GPU."""
+def find_studies(storage: str | optuna.storages.BaseStorage | None, op: str, problem: Problem | None = None) -> list[str]:
+    """Names of the studies in ``storage`` (a URL or an open storage) for ``op`` (and ``problem``,
+    if given), any GPU."""
     names = []
-    for summary in optuna.study.get_all_study_summaries(open_storage(storage), include_best_trial=False):
+    opened = storage if isinstance(storage, optuna.storages.BaseStorage) else open_storage(storage)
+    for summary in optuna.study.get_all_study_summaries(opened, include_best_trial=False):
         attrs = summary.user_attrs
         if attrs.get("op") != op:
             continue

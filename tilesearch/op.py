@@ -125,6 +125,9 @@ class Operator(abc.ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
+    knob_version: ClassVar[int] = 1
+    """Raise it when a knob keeps its name but changes what it does: measurements recorded under
+    another version are not reused (see :mod:`tilesearch.provenance`)."""
     defaults: ClassVar[dict[str, Any]] = {}
     """Knob values the template takes when a configuration leaves the knob out (a sub-space, or
     a record from before the knob existed)."""

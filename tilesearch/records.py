@@ -8,7 +8,7 @@ tuning loop.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from tilesearch.space import Config, digest
@@ -72,8 +72,15 @@ class BuildResult:
 class RunResult:
     """What a runner measured for one candidate.
 
-    ``latency_ms`` is the median kernel time; ``baseline_ms`` the median time of the op's
-    baseline timed beside it in the same worker; ``speedup`` is ``baseline_ms / latency_ms``.
+    ``latency_ms`` is the median kernel time over ``runs`` timed runs, ``latency_q1`` and
+    ``latency_q3`` its quartiles, ``latency_low``/``latency_high`` the 95% interval of the median;
+    ``baseline_ms`` the median time of the op's baseline timed interleaved with it in the same
+    worker; ``speedup`` is ``baseline_ms / latency_ms`` and ``speedup_low``/``speedup_high`` its 95%
+    interval from a paired bootstrap over the interleaved rounds (:mod:`tilesearch.runner.stats`).
+    ``sm_clock_mhz`` (lowest), ``temp_c`` and ``power_w`` (highest) are NVML's readings around the
+    timing, ``throttled`` says the clock sat well below its usual level even after a second try.
+    A figure the runner did not take is ``None``: replayed results have no interval unless their
+    dataset recorded one, and records written before these figures existed read back as ``None``.
     """
 
     status: Status
@@ -85,6 +92,17 @@ class RunResult:
     rel_err: float | None = None
     max_err: float | None = None
     measure_s: float = 0.0
+    latency_q1: float | None = None
+    latency_q3: float | None = None
+    latency_low: float | None = None
+    latency_high: float | None = None
+    runs: int | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    sm_clock_mhz: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    throttled: bool | None = None
     replayed: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -92,3 +110,60 @@ class RunResult:
         data = asdict(self)
         data["status"] = self.status.value
         return data
+
+
+FIGURES: tuple[str, ...] = tuple(f.name for f in fields(RunResult) if f.name not in ("status", "replayed", "extra"))
+"""The figures of a :class:`RunResult` that the database stores and reads back, by name."""
+
+
+@dataclass(frozen=True)
+class Retimed:
+    """One configuration of the final re-time: its trial in the study and what was measured."""
+
+    trial: int
+    config: Config
+    result: RunResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trial": self.trial, "config": self.config, "result": self.result.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Retimed:
+        result = dict(data["result"])
+        result["status"] = Status(result["status"])
+        known = {f.name for f in fields(RunResult)}
+        return cls(int(data["trial"]), dict(data["config"]), RunResult(**{k: v for k, v in result.items() if k in known}))
+
+
+@dataclass(frozen=True)
+class Final:
+    """The choice at the end of a tuning run (see :mod:`tilesearch.runner.retime`).
+
+    Attributes:
+        entries: the re-timed configurations, the chosen one first, then by speed.
+        ties: trials whose interval overlaps the chosen one's (the chosen included).
+        basis: what the intervals compare: ``speedup`` (ratio to the baseline), ``latency``
+            (medians, without a baseline) or ``none`` (no intervals: replayed figures).
+        together: whether the entries were timed interleaved in the same rounds of one fresh
+            worker; ``False`` when each was measured (or served from a dataset) alone.
+        replayed: the figures come from a dataset or a test runner, not a GPU.
+    """
+
+    entries: tuple[Retimed, ...]
+    ties: tuple[int, ...]
+    basis: str
+    together: bool
+    replayed: bool
+
+    @property
+    def chosen(self) -> Retimed | None:
+        return self.entries[0] if self.entries and self.entries[0].result.status == Status.OK else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entries": [e.to_dict() for e in self.entries], "ties": list(self.ties), "basis": self.basis,
+                "together": self.together, "replayed": self.replayed}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Final:
+        return cls(tuple(Retimed.from_dict(e) for e in data["entries"]), tuple(data["ties"]), data["basis"],
+                   bool(data["together"]), bool(data["replayed"]))

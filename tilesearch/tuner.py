@@ -18,16 +18,17 @@ from typing import Any
 
 import optuna
 
-from tilesearch import registry, versions
+from tilesearch import provenance, registry, versions
 from tilesearch.builder import Builder, LocalBuilder, NullBuilder
 from tilesearch.claim import Claims, Verdict
-from tilesearch.database import TrialRecord, TuningDatabase, study_name
+from tilesearch.database import TrialRecord, TuningDatabase, find_studies, study_name
 from tilesearch.heartbeat import Heartbeat
 from tilesearch.op import Operator, Problem
 from tilesearch.progress import Progress
-from tilesearch.records import BuildResult, Candidate, Status
+from tilesearch.records import BuildResult, Candidate, Final, Status
 from tilesearch.runner import MeasureSettings, Runner
 from tilesearch.runner import create as create_runner
+from tilesearch.runner.retime import final_retime
 from tilesearch.space import Space
 from tilesearch.strategy import RandomStrategy, SearchContext, Strategy, create
 from tilesearch.strategy.hints import Hinted
@@ -59,6 +60,9 @@ class TuneSettings:
         heartbeat: seconds between liveness checks; on a relational storage, also between
             heartbeats, so that a worker silent for 6 of them has its trials failed and
             re-queued (see :mod:`tilesearch.storage`); 0 turns heartbeats off.
+        retime: the top configurations re-timed together at the end of the run, the baseline
+            interleaved, to choose the best and its tie set (:mod:`tilesearch.runner.retime`);
+            0 keeps the search's ranking.
     """
 
     strategy: str = "tpe"
@@ -77,6 +81,7 @@ class TuneSettings:
     baseline: bool = True
     progress: bool = True
     heartbeat: int = 10
+    retime: int = 5
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -104,6 +109,8 @@ class TuneResult:
     replayed: bool = False
     compile_per_min: float = 0.0
     gpu_idle: float = 0.0
+    final: Final | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def tune(
@@ -161,23 +168,36 @@ def tune(
         if settings.hints:
             search = Hinted(search, settings.hints)
         space = runner.prepare(problem, space or operator.space(problem, target))
+        found_versions = {**versions.collect(), **runner.versions}
+        identity = provenance.identity(operator, found_versions, runner.measured_by)
+        name = settings.study or ("replay:" if runner.replayed else "") + study_name(
+            problem, target, f"{versions.tag()}/{provenance.tag(identity)}")
         db = TuningDatabase(
             settings.storage,
-            settings.study or ("replay:" if runner.replayed else "") + study_name(problem, target, versions.tag()),
+            name,
             sampler=search.sampler(),
             info={
                 "op": problem.op,
                 "problem": problem.key,
                 "params": problem.to_dict(),
                 "target": target.to_dict(),
-                "versions": {**versions.collect(), **runner.versions},
+                "versions": found_versions,
                 "replayed": runner.replayed,
+                provenance.IDENTITY_ATTR: identity,
             },
             heartbeat=settings.heartbeat,
         )
+        notes = _earlier_studies(db, problem, target, identity)
         db.fail_stale()
         loop = _Loop(op_ref, problem, space, target, db, search, builder, runner, settings)
         loop.run()
+        final = db.final()
+        if settings.retime and final is None:  # none yet, or trials were measured after it
+            top = db.best(settings.retime)
+            if top:
+                final = final_retime(runner, [(r.number, r.config) for r in top], op=problem.op,
+                                     problem=problem.to_dict(), target=target, op_ref=op_ref)
+                db.set_final(final)
     finally:
         builder.close()
         runner.close()
@@ -194,7 +214,26 @@ def tune(
         replayed=runner.replayed,
         compile_per_min=60 * loop.builds / loop.wall_s if loop.wall_s else 0.0,
         gpu_idle=1 - loop.run_s / loop.wall_s if loop.wall_s else 0.0,
+        final=final,
+        notes=notes,
     )
+
+
+def _earlier_studies(db: TuningDatabase, problem: Problem, target: Target, identity: dict[str, Any]) -> list[str]:
+    """A note for each other study of the problem on this GPU whose identity differs: their
+    trials are not reused, and the user is told why and how to compare."""
+    notes = []
+    for name in find_studies(db.storage, problem.op, problem):
+        if name == db.name:
+            continue
+        attrs = optuna.load_study(study_name=name, storage=db.storage).user_attrs
+        if attrs.get("target", {}).get("gpu") != target.gpu or attrs.get("replayed") != db.study.user_attrs.get("replayed"):
+            continue
+        differ = provenance.differences(attrs.get(provenance.IDENTITY_ATTR), identity)
+        notes.append(f"study {name} is not reused: {'; '.join(differ)}; "
+                     f"tilesearch revalidate op={problem.op} {' '.join(f'{k}={v}' for k, v in problem.items())} "
+                     f"study={name} compares its best under the current conditions")
+    return notes
 
 
 class _Loop:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 
 from tilesearch.op import Problem
 from tilesearch.records import Candidate, RunResult
@@ -21,6 +22,9 @@ class Runner(abc.ABC):
     ``RunResult`` status."""
 
     replayed: bool = False
+    measured_by: str = ""
+    """Where the figures come from when that is not this machine's device (a replay runner's
+    dataset): part of a study's identity (:mod:`tilesearch.provenance`)."""
 
     @abc.abstractmethod
     def start(self) -> Target:
@@ -34,6 +38,14 @@ class Runner(abc.ABC):
     @abc.abstractmethod
     def run(self, candidate: Candidate) -> RunResult:
         """Checks and times one candidate that the builder compiled."""
+
+    def retime(self, candidates: Sequence[Candidate]) -> list[RunResult]:
+        """Times ``candidates`` (of one problem, compiled before) again, together, for the final
+        choice (see :mod:`tilesearch.runner.retime`); one result each, in order. A GPU runner does
+        it in one fresh worker, the candidates and the baseline interleaved in the same rounds.
+        This default runs each alone through :meth:`run` (a replay runner thus serves its records
+        again), and the results say so: ``extra["retimed_together"]`` is absent."""
+        return [self.run(c) for c in candidates]
 
     def close(self) -> None:
         """Stops worker processes (no-op by default)."""

@@ -8,6 +8,7 @@ fresh context and the search goes on.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from tilesearch.records import Candidate, RunResult, Status
@@ -33,6 +34,7 @@ class LocalRunner(Runner):
     """
 
     measure_fn = "tilesearch.runner.measure:measure"
+    together_fn = "tilesearch.runner.measure:measure_together"
     info_fn = "tilesearch.runner.measure:device_info"
 
     def __init__(
@@ -76,6 +78,20 @@ class LocalRunner(Runner):
         if result.died or _CONTEXT_LOST.search(result.error or ""):
             self._fresh_worker(restarted=result.died)
         return RunResult(Status.RUNTIME_ERROR, error=result.error)
+
+    def retime(self, candidates: Sequence[Candidate]) -> list[RunResult]:
+        """All ``candidates`` and the baseline interleaved in the same rounds, in a fresh worker
+        (no state left from the search: allocations, a clock pattern, a leaked context)."""
+        if not candidates:
+            return []
+        self._fresh_worker()
+        result = self._worker.call(self.together_fn, list(candidates), self.settings,
+                                   timeout=self.timeout * (len(candidates) + 1))
+        if result.ok:
+            return result.value
+        self._fresh_worker(restarted=result.timed_out or result.died)
+        status = Status.RUN_TIMEOUT if result.timed_out else Status.RUNTIME_ERROR
+        return [RunResult(status, error=f"re-time: {result.error}") for _ in candidates]
 
     def _fresh_worker(self, restarted: bool = False) -> None:
         """A new worker, warmed up (imports, CUDA context) outside the next candidate's timeout:

@@ -1,19 +1,25 @@
 """What runs inside a runner's GPU worker: check a kernel against the reference, then time it.
 
 Method: fresh random inputs per candidate; outputs poisoned with NaN before the run, so an
-unwritten element fails; errors against a float64 reference; then warm-up and a median over many
-runs timed with CUDA events, L2 flushed before every run, the op's baseline timed interleaved with
-the kernel on the same inputs so that clock drift cancels in their ratio.
+unwritten element fails; errors against a float64 reference; then warm-up and many rounds timed
+with CUDA events, L2 flushed before every run, the op's baseline timed interleaved with the
+kernel on the same inputs (one run of each per round) so that clock drift cancels in their ratio.
+Rounds are added until the ratio's 95% interval is within ``precision`` or the time cap is hit
+(:mod:`tilesearch.runner.stats`); NVML's clock, temperature and power are read around the timing
+(:mod:`tilesearch.runner.nvml`), and a timing taken while the clock sat well below its usual level
+is done once more.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tilesearch.records import Candidate, RunResult, Status
+from tilesearch.runner import nvml, stats
 
 _FLUSH: dict[int, Any] = {}
 
@@ -24,16 +30,23 @@ class MeasureSettings:
 
     Attributes:
         warmup_ms: GPU time spent warming up before timing.
-        rep_ms: GPU time aimed for in the timed runs (bounded by ``min_reps`` and ``max_reps``).
+        rep_ms: GPU time of the first batch of timed rounds (bounded by ``min_reps`` and
+            ``max_reps``).
+        precision: rounds are added until each kernel's ratio to the baseline (or, without
+            one, its median) has a 95% interval within this relative half-width; 0 stops after
+            the first batch.
+        max_ms: GPU time cap of all timed rounds together, whatever the precision reached.
         baseline: time the op's baseline beside each candidate.
         flush_l2: overwrite a buffer twice the L2's size before each timed run.
-        seed: mixed with the candidate's key to seed its inputs.
+        seed: mixed with the candidate's key to seed its inputs; also seeds the bootstrap.
     """
 
     warmup_ms: float = 25.0
     rep_ms: float = 200.0
     min_reps: int = 10
-    max_reps: int = 300
+    max_reps: int = 3000
+    precision: float = 0.01
+    max_ms: float = 2000.0
     baseline: bool = True
     flush_l2: bool = True
     seed: int = 0
@@ -47,7 +60,7 @@ def device_info() -> dict[str, Any]:
     from tilesearch import target, versions
 
     info = target.detect().to_dict()
-    info["versions"] = versions.collect(torch_cuda=True)
+    info["versions"] = {**versions.collect(torch_cuda=True), "driver": nvml.driver_version()}
     return info
 
 
@@ -101,6 +114,16 @@ def compare(outputs: Any, references: Any, tol: Any) -> tuple[float, float, str 
 
 def bench(fns: list[Any], settings: MeasureSettings, l2_bytes: int) -> list[float]:
     """Median milliseconds of each of ``fns``, timed interleaved with CUDA events."""
+    return [statistics.median(samples) for samples in rounds(fns, settings, l2_bytes)]
+
+
+def rounds(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
+           enough: Callable[[list[list[float]]], bool] | None = None) -> list[list[float]]:
+    """Milliseconds of each of ``fns`` per round (one run of each, in order, per round).
+
+    After a first batch of about ``rep_ms``, batches of rounds are added until ``enough(samples)``
+    holds (default: :func:`precise_enough` with the last of ``fns`` as the baseline if there are
+    several), ``max_ms`` of GPU time or ``max_reps`` rounds are spent."""
     import torch
 
     flush = None
@@ -132,12 +155,65 @@ def bench(fns: list[Any], settings: MeasureSettings, l2_bytes: int) -> list[floa
     per_round = max(per_round, 1e-3)
     for _ in range(int(settings.warmup_ms / per_round)):
         timed_round(new_events())
-    reps = int(min(max(settings.rep_ms / per_round, settings.min_reps), settings.max_reps))
-    rounds = [new_events() for _ in range(reps)]
-    for events in rounds:
-        timed_round(events)
-    torch.cuda.synchronize()
-    return [statistics.median(events[i][0].elapsed_time(events[i][1]) for events in rounds) for i in range(len(fns))]
+    enough = enough or (lambda samples: precise_enough(samples, settings, baseline=len(fns) > 1))
+    samples: list[list[float]] = [[] for _ in fns]
+    batch = int(min(max(settings.rep_ms / per_round, settings.min_reps), settings.max_reps))
+    cap = int(min(max(settings.max_ms / per_round, batch), settings.max_reps))
+    while batch > 0:
+        events_list = [new_events() for _ in range(batch)]
+        for events in events_list:
+            timed_round(events)
+        torch.cuda.synchronize()
+        for events in events_list:
+            for i, (start, end) in enumerate(events):
+                samples[i].append(start.elapsed_time(end))
+        done = len(samples[0])
+        if done >= cap or enough(samples):
+            break
+        batch = min(done, cap - done)  # doubles the rounds, up to the cap
+    return samples
+
+
+def precise_enough(samples: list[list[float]], settings: MeasureSettings, *, baseline: bool) -> bool:
+    """Whether each kernel's ratio to the baseline (the last of ``samples``), or without one each
+    median, has a 95% interval within ``settings.precision``."""
+    if settings.precision <= 0:
+        return True
+    if baseline:
+        intervals: Sequence[stats.Ratio | stats.Spread] = [
+            stats.ratio(samples[-1], s, seed=settings.seed, resamples=500) for s in samples[:-1]]
+    else:
+        intervals = [stats.spread(s, seed=settings.seed, resamples=500) for s in samples]
+    return stats.precise(intervals, settings.precision)
+
+
+def figures(kernel: Sequence[float], baseline: Sequence[float] | None, seed: int) -> dict[str, Any]:
+    """The :class:`RunResult` figures of one kernel's samples and, if timed, its baseline's
+    samples of the same rounds."""
+    spread = stats.spread(kernel, seed=seed)
+    out: dict[str, Any] = {"latency_ms": spread.median, "latency_q1": spread.q1, "latency_q3": spread.q3,
+                           "latency_low": spread.low, "latency_high": spread.high, "runs": spread.runs}
+    if baseline is not None:
+        ratio = stats.ratio(baseline, kernel, seed=seed)
+        out.update(baseline_ms=statistics.median(baseline), speedup=ratio.value, speedup_low=ratio.low,
+                   speedup_high=ratio.high)
+    return out
+
+
+def timed(fns: list[Any], settings: MeasureSettings, l2_bytes: int) -> tuple[list[list[float]], dict[str, Any]]:
+    """:func:`rounds` with NVML readings around them; timed once more if the clock was throttled.
+    Returns the samples and the clock record (``throttled`` only if the second try was too)."""
+    for attempt in (1, 2):
+        before = nvml.read()
+        samples = rounds(fns, settings, l2_bytes)
+        after = nvml.read()  # right after the rounds: the clock under load (cooling starts only now)
+        record = nvml.figures([before, after])
+        low = nvml.throttled(after.sm_clock_mhz if after else None)
+        if not low:
+            return samples, {**record, "throttled": False} if record else {}
+        if attempt == 1:
+            time.sleep(1.0)
+    return samples, {**record, "throttled": True}
 
 
 def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
@@ -165,16 +241,66 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
     base = op.baseline(problem, inputs) if settings.baseline else None
     if base is not None:
         fns.append(base)
-    times = bench(fns, settings, candidate.target.l2_bytes)
-    latency = times[0]
-    baseline_ms = times[1] if base is not None else None
+    samples, clock = timed(fns, settings, candidate.target.l2_bytes)
+    found = figures(samples[0], samples[1] if base is not None else None, settings.seed)
     return RunResult(
         Status.OK,
-        latency_ms=latency,
-        tflops=op.flops(problem) / (latency * 1e-3) / 1e12,
-        baseline_ms=baseline_ms,
-        speedup=(baseline_ms / latency) if baseline_ms else None,
+        tflops=op.flops(problem) / (found["latency_ms"] * 1e-3) / 1e12,
         rel_err=rel,
         max_err=mx,
         measure_s=time.perf_counter() - start,
+        **found,
+        **clock,
     )
+
+
+def measure_together(candidates: list[Candidate], settings: MeasureSettings) -> list[RunResult]:
+    """Checks each candidate of one problem, then times all that pass and the baseline
+    interleaved in the same rounds (the re-time of :mod:`tilesearch.runner.retime`), so that
+    their ratios share every round's clock. Rounds are added until every ratio is within
+    ``settings.precision``."""
+    import torch
+
+    from tilesearch.op import Problem
+    from tilesearch.space import digest
+
+    if not candidates:
+        return []
+    start = time.perf_counter()
+    first = candidates[0]
+    op = first.load_op()
+    problem = Problem(op.name, first.problem)
+    device = torch.device("cuda")
+    generator = torch.Generator(device=device)
+    generator.manual_seed(int(digest(first.op, first.problem, settings.seed), 16) % 2**62)
+    inputs = op.make_inputs(problem, device, generator)
+    references = op.reference(problem, inputs)
+    results: list[RunResult | None] = []
+    fns = []
+    for candidate in candidates:
+        kernel = op.build(problem, candidate.config, candidate.target)
+        outputs = op.make_outputs(problem, device)
+        rel, mx, why = check(kernel, inputs, outputs, references, op.tolerance(problem, candidate.config))
+        if why is not None:
+            results.append(RunResult(Status.WRONG_RESULT, error=why, rel_err=rel, max_err=mx))
+            continue
+        results.append(RunResult(Status.OK, rel_err=rel, max_err=mx))
+        fns.append(lambda kernel=kernel, outputs=outputs: kernel(*inputs, *outputs))
+    base = op.baseline(problem, inputs) if settings.baseline else None
+    if base is not None:
+        fns.append(base)
+    samples, clock = timed(fns, settings, first.target.l2_bytes) if fns else ([], {})
+    baseline = samples[-1] if base is not None else None
+    out, column = [], 0
+    for result in results:
+        assert result is not None
+        if result.status != Status.OK:
+            out.append(result)
+            continue
+        found = figures(samples[column], baseline, settings.seed)
+        column += 1
+        out.append(RunResult(Status.OK, tflops=op.flops(problem) / (found["latency_ms"] * 1e-3) / 1e12,
+                             rel_err=result.rel_err, max_err=result.max_err,
+                             measure_s=time.perf_counter() - start, **found, **clock,
+                             extra={"retimed_together": len(fns)}))
+    return out

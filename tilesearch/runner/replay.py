@@ -29,6 +29,10 @@ class ReplayRunner(Runner):
         self.data = data if isinstance(data, Dataset) else load(data)
         self.calls = 0
 
+    @property
+    def measured_by(self) -> str:  # type: ignore[override]
+        return f"dataset:{self.data.name}"
+
     def start(self) -> Target:
         return Target.from_dict(self.data.meta["target"])
 

@@ -8,13 +8,12 @@ GPU runs. Its timings are CPU wall times, not GPU measurements: every result is 
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any
 
 from tilesearch.records import Candidate, RunResult, Status
 from tilesearch.runner.local import LocalRunner
-from tilesearch.runner.measure import MeasureSettings, check
+from tilesearch.runner.measure import MeasureSettings, check, figures
 
 
 class CpuRunner(LocalRunner):
@@ -22,6 +21,7 @@ class CpuRunner(LocalRunner):
 
     replayed = True
     measure_fn = "tilesearch.testing.cpu:measure"
+    together_fn = "tilesearch.testing.cpu:measure_together"
     info_fn = "tilesearch.testing.cpu:device_info"
 
 
@@ -54,19 +54,64 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
     if why is not None:
         return RunResult(Status.WRONG_RESULT, error=why, rel_err=rel, max_err=mx, replayed=True,
                          measure_s=time.perf_counter() - start)
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        kernel(*inputs, *outputs)
-        times.append((time.perf_counter() - t0) * 1e3)
-    latency = statistics.median(times)
+    found = figures(_wall_ms([lambda: kernel(*inputs, *outputs)], 5)[0], None, settings.seed)
     return RunResult(
         Status.OK,
-        latency_ms=latency,
-        tflops=op.flops(problem) / (latency * 1e-3) / 1e12,
+        tflops=op.flops(problem) / (found["latency_ms"] * 1e-3) / 1e12,
         rel_err=rel,
         max_err=mx,
         measure_s=time.perf_counter() - start,
         replayed=True,
         extra={"device": "cpu"},
+        **found,
     )
+
+
+def _wall_ms(fns: list[Any], rounds: int) -> list[list[float]]:
+    """CPU wall milliseconds of each of ``fns`` per round, interleaved as on a GPU."""
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, out in zip(fns, samples):
+            t0 = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t0) * 1e3)
+    return samples
+
+
+def measure_together(candidates: list[Candidate], settings: MeasureSettings) -> list[RunResult]:
+    """The CPU counterpart of :func:`tilesearch.runner.measure.measure_together`: each candidate
+    checked, then all that pass timed interleaved in the same 15 rounds (no baseline: the
+    intervals are those of the medians)."""
+    import torch
+
+    from tilesearch.op import Problem
+    from tilesearch.space import digest
+
+    start = time.perf_counter()
+    results: list[RunResult] = []
+    fns = []
+    for candidate in candidates:
+        op = candidate.load_op()
+        problem = Problem(op.name, candidate.problem)
+        kernel = op.build(problem, candidate.config, candidate.target)
+        generator = torch.Generator().manual_seed(int(digest(candidate.key, settings.seed), 16) % 2**62)
+        inputs = op.make_inputs(problem, "cpu", generator)
+        outputs = op.make_outputs(problem, "cpu")
+        rel, mx, why = check(kernel, inputs, outputs, op.reference(problem, inputs),
+                             op.tolerance(problem, candidate.config))
+        results.append(RunResult(Status.WRONG_RESULT if why else Status.OK, error=why, rel_err=rel, max_err=mx,
+                                 replayed=True))
+        if why is None:
+            fns.append((op.flops(problem), lambda k=kernel, i=inputs, o=outputs: k(*i, *o)))
+    samples = iter(_wall_ms([fn for _, fn in fns], 15))
+    flops = iter(f for f, _ in fns)
+    out = []
+    for result in results:
+        if result.status != Status.OK:
+            out.append(result)
+            continue
+        found = figures(next(samples), None, settings.seed)
+        out.append(RunResult(Status.OK, tflops=next(flops) / (found["latency_ms"] * 1e-3) / 1e12,
+                             rel_err=result.rel_err, max_err=result.max_err, measure_s=time.perf_counter() - start,
+                             replayed=True, extra={"device": "cpu", "retimed_together": len(fns)}, **found))
+    return out

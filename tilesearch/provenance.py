@@ -1,0 +1,87 @@
+"""Provenance: what a study's measurements depend on besides the configuration itself.
+
+A measurement is only worth reusing under the conditions it was taken in. The *identity* of a
+study says what those were: a hash of the operator's source (the module files of its class and
+of every base class outside tilesearch's own interface, so any edit of the plugin changes it),
+the knob-semantics version the operator declares (:attr:`tilesearch.op.Operator.knob_version`:
+raised when a knob keeps its name but changes its meaning), the versions of TileLang, torch,
+the CUDA runtime and compiler and the driver, and where replayed figures came from. The default
+study name ends in a short digest of the identity, so a change starts a new study; a study
+named explicitly whose identity differs is refused with the differences spelled out
+(:class:`StaleStudyError`), and ``tilesearch revalidate`` compares the old results with new ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+from tilesearch.space import digest
+
+IDENTITY_ATTR = "identity"  # study attribute
+VERSIONS = ("tilelang", "torch", "torch_cuda", "nvcc", "driver")
+LABELS = {
+    "op_source": "operator source (sha256 of its module files)",
+    "knob_version": "knob semantics version",
+    "tilelang": "TileLang version",
+    "torch": "torch version",
+    "torch_cuda": "CUDA runtime version (torch's)",
+    "nvcc": "CUDA compiler version",
+    "driver": "NVIDIA driver version",
+    "measured_by": "source of the figures",
+}
+_INTERFACE = ("builtins", "abc", "typing", "tilesearch.op")
+
+
+class StaleStudyError(ValueError):
+    """A study whose measurements were taken under other conditions than the current ones."""
+
+
+def source_hash(op: Any) -> str:
+    """SHA-256 of the source files of ``op``'s class and its bases (tilesearch's interface left
+    out), in MRO order; the file contents only, so the same code hashes alike anywhere."""
+    sha = hashlib.sha256()
+    seen: set[str] = set()
+    for cls in type(op).__mro__:
+        if cls.__module__ in _INTERFACE:
+            continue
+        try:
+            path = inspect.getsourcefile(cls)
+        except TypeError:  # defined in C or interactively: nothing to hash
+            continue
+        if path and path not in seen:
+            seen.add(path)
+            with open(path, "rb") as f:
+                sha.update(f.read())
+    return sha.hexdigest()
+
+
+def identity(op: Any, versions: Mapping[str, Any], measured_by: str = "") -> dict[str, Any]:
+    """The identity of measurements of ``op`` under ``versions`` (see the module docstring)."""
+    found = {"op_source": source_hash(op), "knob_version": int(getattr(op, "knob_version", 1))}
+    found.update({name: str(versions.get(name, "none")) for name in VERSIONS})
+    if measured_by:
+        found["measured_by"] = measured_by
+    return found
+
+
+def tag(found: Mapping[str, Any]) -> str:
+    """A short digest of an identity, for study names."""
+    return f"id-{digest(dict(found))[:10]}"
+
+
+def differences(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[str]:
+    """What differs between two identities, one line each (``old`` ``None``: a study made before
+    identities were recorded)."""
+    if old is None:
+        return ["the study records no identity (made before tilesearch recorded provenance)"]
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            a, b = old.get(key, "absent"), new.get(key, "absent")
+            if key == "op_source":
+                a, b = str(a)[:12], str(b)[:12]
+            lines.append(f"{LABELS.get(key, key)}: {a} -> {b}")
+    return lines

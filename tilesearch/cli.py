@@ -130,6 +130,7 @@ def cmd_tune(args: list[str]) -> int:
     from tilesearch import report, strategy
     from tilesearch.database import StorageError, open_storage
     from tilesearch.dataset import DatasetError
+    from tilesearch.provenance import StaleStudyError
     from tilesearch.runner import NoDeviceError, UnknownRunnerError
     from tilesearch.strategy import UnknownStrategyError
     from tilesearch.strategy.hints import HintError
@@ -150,7 +151,7 @@ def cmd_tune(args: list[str]) -> int:
         result = tune(op, problem, settings=TuneSettings(**settings))
     except NoDeviceError as exc:
         raise UsageError(f"{exc}: tune measures on a CUDA GPU; run it on a machine with one") from None
-    except (StorageError, DatasetError, UnknownRunnerError, UnknownStrategyError, HintError) as exc:
+    except (StorageError, DatasetError, UnknownRunnerError, UnknownStrategyError, HintError, StaleStudyError) as exc:
         raise UsageError(str(exc)) from None
     replay = " [replayed]" if result.replayed else ""
     print(f"study: {result.study}{replay}")
@@ -166,10 +167,14 @@ def cmd_tune(args: list[str]) -> int:
     elif result.measured_now:
         print(f"pipeline: {result.compile_per_min:.1f} configurations compiled per minute; "
               f"GPU idle {100 * result.gpu_idle:.0f}% of the wall time")
+    for note in result.notes:
+        print(f"note: {note}")
     if result.best:
         print(report.best_table(result.best))
     else:
         print("no correct configuration yet")
+    if result.final is not None:
+        print(report.final_table(result.final))
     return 0
 
 
@@ -220,6 +225,11 @@ def cmd_show(args: list[str]) -> int:
         print(f"trials: {len(records)} ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
         best = db.best(top)
         print(report.best_table(best) if best else "no correct configuration yet")
+        final = db.final()
+        if final is not None:
+            print(report.final_table(final))
+        elif best:
+            print("no final re-time covers the trials measured last: rerun tune to re-time the top configurations")
         print()
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tilesearch.database import TrialRecord
+from tilesearch.records import Final, Status
 
 
 def _fmt(value: object, digits: int = 4) -> str:
@@ -23,15 +24,52 @@ def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def interval(low: float | None, high: float | None) -> str:
+    """``[low, high]``, or ``-`` for a figure without an interval."""
+    return "-" if low is None or high is None else f"[{low:.4g}, {high:.4g}]"
+
+
 def best_table(records: Sequence[TrialRecord]) -> str:
-    """Rank, speed, ratio to the baseline, error and knobs of each record."""
+    """Rank, speed, ratio to the baseline with its 95% interval, error and knobs of each record."""
     knobs = list(records[0].config) if records else []
-    header = ["#", "trial", "latency_ms", "tflops", "vs_baseline", "rel_err", *knobs]
+    header = ["#", "trial", "latency_ms", "tflops", "vs_baseline", "95% interval", "runs", "rel_err", *knobs]
     rows = [
-        [i + 1, r.number, r.latency_ms, r.tflops, r.speedup, r.rel_err, *(r.config.get(k) for k in knobs)]
+        [i + 1, r.number, r.latency_ms, r.tflops, r.speedup, interval(r.speedup_low, r.speedup_high), r.runs,
+         r.rel_err, *(r.config.get(k) for k in knobs)]
         for i, r in enumerate(records)
     ]
     return table(rows, header)
+
+
+def final_table(final: Final) -> str:
+    """The final re-time: how it was taken, the tie set, and each configuration's figures with
+    their intervals and the clock and power records."""
+    if final.replayed and not final.together:
+        how = "[replayed] the recorded figures served again (a dataset holds no interval unless it recorded one)"
+    elif final.together:
+        how = f"{len(final.entries)} configurations and the baseline timed interleaved in one fresh worker"
+    else:
+        how = f"{len(final.entries)} configurations timed again one at a time"
+    chosen = final.chosen
+    lines = [f"final re-time: {how}"]
+    if chosen is not None:
+        ties = ", ".join(str(t) for t in final.ties)
+        rule = {"speedup": "ratio intervals overlap", "latency": "latency intervals overlap",
+                "none": "no intervals: only the best"}[final.basis]
+        lines.append(f"chosen: trial {chosen.trial}; tie set ({rule}): trials {ties}; "
+                     "within a tie set the fastest median is chosen, then the lowest trial number")
+    rows = []
+    for e in final.entries:
+        r = e.result
+        ok = r.status == Status.OK
+        rows.append([e.trial, r.status.value if not ok else ("chosen" if e is chosen else "tie" if e.trial in final.ties
+                                                            else ""),
+                     r.latency_ms, interval(r.latency_q1, r.latency_q3), r.runs, r.speedup,
+                     interval(r.speedup_low, r.speedup_high), r.sm_clock_mhz, r.power_w, r.temp_c])
+    header = ["trial", "", "latency_ms", "quartiles", "runs", "vs_baseline", "95% interval", "sm_mhz", "power_w",
+              "temp_c"]
+    lines.append(table(rows, header))
+    return "\n".join(lines)
 
 
 def status_line(statuses: dict[str, int]) -> str:

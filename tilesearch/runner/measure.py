@@ -156,21 +156,32 @@ def rounds(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
     for _ in range(int(settings.warmup_ms / per_round)):
         timed_round(new_events())
     enough = enough or (lambda samples: precise_enough(samples, settings, baseline=len(fns) > 1))
-    samples: list[list[float]] = [[] for _ in fns]
-    batch = int(min(max(settings.rep_ms / per_round, settings.min_reps), settings.max_reps))
-    cap = int(min(max(settings.max_ms / per_round, batch), settings.max_reps))
-    while batch > 0:
+
+    def take(batch: int) -> list[list[float]]:
         events_list = [new_events() for _ in range(batch)]
         for events in events_list:
             timed_round(events)
         torch.cuda.synchronize()
-        for events in events_list:
-            for i, (start, end) in enumerate(events):
-                samples[i].append(start.elapsed_time(end))
+        return [[events[i][0].elapsed_time(events[i][1]) for events in events_list] for i in range(len(fns))]
+
+    first = int(min(max(settings.rep_ms / per_round, settings.min_reps), settings.max_reps))
+    cap = int(min(max(settings.max_ms / per_round, first), settings.max_reps))
+    return adaptive(take, first=first, cap=cap, enough=enough)
+
+
+def adaptive(take: Callable[[int], list[list[float]]], *, first: int, cap: int,
+             enough: Callable[[list[list[float]]], bool]) -> list[list[float]]:
+    """Samples from ``take(rounds)`` (per function, per round), doubling the rounds taken until
+    ``enough(samples)`` or ``cap`` rounds."""
+    samples: list[list[float]] = []
+    batch = first
+    while batch > 0:
+        got = take(batch)
+        samples = [old + new for old, new in zip(samples, got)] if samples else got
         done = len(samples[0])
         if done >= cap or enough(samples):
             break
-        batch = min(done, cap - done)  # doubles the rounds, up to the cap
+        batch = min(done, cap - done)
     return samples
 
 

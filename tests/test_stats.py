@@ -1,0 +1,85 @@
+"""Intervals and adaptive stopping on synthetic timing samples (no GPU: made-up rounds)."""
+
+import numpy as np
+import pytest
+
+from tilesearch.runner import nvml, stats
+from tilesearch.runner.measure import MeasureSettings, adaptive, figures, precise_enough
+
+
+def paired(rounds, ratio, noise, seed=0):
+    """Kernel and baseline times of ``rounds`` rounds sharing a drifting clock."""
+    rng = np.random.default_rng(seed)
+    drift = 1 + 0.05 * np.sin(np.arange(rounds) / 10)  # common to both: cancels in the ratio
+    kernel = drift * (1 + noise * rng.standard_normal(rounds))
+    base = ratio * drift * (1 + noise * rng.standard_normal(rounds))
+    return list(base), list(kernel)
+
+
+def test_ratio_interval_covers_the_truth_and_is_seeded():
+    base, kernel = paired(400, 1.05, 0.01)
+    r = stats.ratio(base, kernel, seed=3)
+    assert r.low < 1.05 < r.high and r.low < r.value < r.high and r.half_width < 0.01
+    assert stats.ratio(base, kernel, seed=3) == r  # deterministic
+    assert stats.ratio(base, kernel, seed=4) != r
+
+
+def test_interval_narrows_with_more_rounds():
+    wide = stats.ratio(*paired(20, 1.0, 0.05))
+    narrow = stats.ratio(*paired(2000, 1.0, 0.05))
+    assert narrow.half_width < wide.half_width / 3
+
+
+def test_spread_quartiles_and_median_interval():
+    s = stats.spread([1.0, 2.0, 3.0, 4.0, 5.0] * 20)
+    assert (s.median, s.q1, s.q3, s.runs) == (3.0, 2.0, 4.0, 100)
+    assert s.low <= 3.0 <= s.high
+    with pytest.raises(ValueError):
+        stats.ratio([1.0], [1.0, 2.0])
+
+
+def test_adaptive_stops_once_within_one_percent():
+    rng = np.random.default_rng(0)
+    taken = []
+
+    def take(n):
+        taken.append(n)
+        base, kernel = paired(n, 1.02, 0.05, seed=int(rng.integers(1 << 30)))
+        return [kernel, base]
+
+    settings = MeasureSettings(precision=0.01)
+    samples = adaptive(take, first=20, cap=100000, enough=lambda s: precise_enough(s, settings, baseline=True))
+    assert len(taken) > 1 and taken[1] == 20  # it doubled
+    r = stats.ratio(samples[1], samples[0])
+    assert r.half_width <= 0.01
+    # one round fewer would not have been enough at the previous doubling
+    half = sum(taken[:-1])
+    assert stats.ratio(samples[1][:half], samples[0][:half], resamples=500).half_width > 0.01
+
+
+def test_adaptive_stops_at_the_cap_when_too_noisy():
+    def take(n):
+        base, kernel = paired(n, 1.0, 0.5)
+        return [kernel, base]
+
+    settings = MeasureSettings(precision=0.001)
+    samples = adaptive(take, first=10, cap=70, enough=lambda s: precise_enough(s, settings, baseline=True))
+    assert len(samples[0]) == 70
+
+
+def test_figures_carry_the_interval():
+    base, kernel = paired(300, 1.1, 0.01)
+    found = figures(kernel, base, seed=0)
+    assert found["speedup_low"] < found["speedup"] < found["speedup_high"] and found["runs"] == 300
+    assert found["latency_q1"] <= found["latency_ms"] <= found["latency_q3"]
+    assert "speedup" not in figures(kernel, None, seed=0)
+
+
+def test_throttle_flag_against_the_usual_clock():
+    seen = []
+    assert not any(nvml.throttled(c, seen) for c in (1980, 1975, 1980))
+    assert nvml.throttled(1400, seen)
+    assert not nvml.throttled(1970, seen) and not nvml.throttled(None, seen)
+    assert nvml.figures([nvml.Reading(1900, 60, 500), nvml.Reading(1800, 65, 650)]) == {
+        "sm_clock_mhz": 1800, "temp_c": 65, "power_w": 650}
+    assert nvml.figures([None]) == {}

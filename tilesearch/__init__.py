@@ -3,9 +3,11 @@
 from tilesearch.database import TrialRecord, TuningDatabase
 from tilesearch.deploy import export, load
 from tilesearch.op import Operator, Param, Problem, Tolerance
-from tilesearch.records import BuildResult, Candidate, RunResult, Status
+from tilesearch.records import BuildResult, Candidate, Final, RunResult, Status
+from tilesearch.revalidate import Revalidation, revalidate
 from tilesearch.space import Categorical, IntRange, PowerOfTwo, Space
 from tilesearch.target import Target
+from tilesearch.trial_table import trials
 from tilesearch.tuner import TuneResult, TuneSettings, tune
 
 __version__ = "0.1.0"
@@ -14,11 +16,13 @@ __all__ = [
     "BuildResult",
     "Candidate",
     "Categorical",
+    "Final",
     "IntRange",
     "Operator",
     "Param",
     "PowerOfTwo",
     "Problem",
+    "Revalidation",
     "RunResult",
     "Space",
     "Status",
@@ -30,5 +34,7 @@ __all__ = [
     "TuningDatabase",
     "export",
     "load",
+    "revalidate",
+    "trials",
     "tune",
 ]

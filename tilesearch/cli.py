@@ -28,6 +28,12 @@ commands:
   export op=NAME PARAMS... out=DIR [storage=URL study=NAME arch=sm_90a]
                        compile the best correct configuration into a kernel artifact
                        that tilesearch.load(DIR) opens without compiling
+  revalidate op=NAME PARAMS... [study=OLD storage=URL runner=local top=5 predicted=3 noise=0.02 search=16]
+                       re-measure an old study's top and the cost model's predicted top under
+                       the current conditions, search further where the winner changed or lost
+                       more than the noise; exit code 1 when the tuned kernel regressed
+  trials op=NAME PARAMS... [storage=URL study=NAME out=FILE.csv]
+                       the study's trials as CSV, one row per configuration (stdout without out=)
   ops                  list operators with their parameters and knobs
 
 example: tilesearch tune op=gemm m=4096 n=4096 k=4096 dtype=float16 strategy=tpe trials=64"""
@@ -257,6 +263,52 @@ def cmd_export(args: list[str]) -> int:
     return 0
 
 
+REVALIDATE_KEYS = {"study": "", "storage": "", "runner": "local", "top": 5, "predicted": 3, "noise": 0.02,
+                   "search": 16, "strategy": "xgb", "seed": 0, "device": 0, "build_workers": 0, "run_timeout": 60.0}
+
+
+def cmd_revalidate(args: list[str]) -> int:
+    from tilesearch import report
+    from tilesearch.database import StorageError
+    from tilesearch.dataset import DatasetError
+    from tilesearch.provenance import StaleStudyError
+    from tilesearch.revalidate import RevalidateError, revalidate
+    from tilesearch.runner import NoDeviceError, UnknownRunnerError
+
+    pairs = parse_pairs(args)
+    options = {k: _coerce(k, pairs.pop(k), default) for k, default in REVALIDATE_KEYS.items() if k in pairs}
+    op, problem = _load_problem(pairs, settings_keys=tuple(REVALIDATE_KEYS))
+    try:
+        out = revalidate(op, problem, **{k: v or None if k in ("study", "storage") else v for k, v in options.items()})
+    except NoDeviceError as exc:
+        raise UsageError(f"{exc}: revalidate measures on a CUDA GPU (or runner=replay:FILE)") from None
+    except (RevalidateError, StorageError, DatasetError, UnknownRunnerError, StaleStudyError) as exc:
+        raise UsageError(str(exc)) from None
+    print(report.revalidation(out))
+    return 1 if out.regressed else 0
+
+
+def cmd_trials(args: list[str]) -> int:
+    from tilesearch import trial_table
+    from tilesearch.database import StorageError
+
+    pairs = parse_pairs(args)
+    options = {key: pairs.pop(key) for key in ("storage", "study", "out") if key in pairs}
+    op, problem = _load_problem(pairs, settings_keys=("storage", "study", "out"))
+    try:
+        table = trial_table.trials(op.name, problem.to_dict(), storage=options.get("storage"),
+                                   study=options.get("study"))
+    except (trial_table.NoStudyError, StorageError) as exc:
+        raise UsageError(str(exc)) from None
+    if "out" in options:
+        with open(options["out"], "w", encoding="utf-8", newline="") as f:
+            trial_table.to_csv(table, f)
+        print(f"wrote {len(table)} trials (one per configuration) to {options['out']}")
+    else:
+        trial_table.to_csv(table, sys.stdout)
+    return 0
+
+
 def cmd_ops(args: list[str]) -> int:
     from tilesearch import registry
     from tilesearch.target import Target
@@ -276,7 +328,8 @@ def cmd_ops(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"tune": cmd_tune, "worker": cmd_worker, "show": cmd_show, "export": cmd_export, "ops": cmd_ops}
+COMMANDS = {"tune": cmd_tune, "worker": cmd_worker, "show": cmd_show, "export": cmd_export,
+            "revalidate": cmd_revalidate, "trials": cmd_trials, "ops": cmd_ops}
 
 
 def _terminate(signum: int, frame: Any) -> None:

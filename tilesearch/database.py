@@ -124,11 +124,11 @@ class TrialRecord:
             replayed=bool(a.get("replayed", False)),
             duplicate_of=a.get("duplicate_of"),
             attrs=dict(a),
-            **{n: a.get(n) for n in _READ_BACK},
+            **{n: a.get(n) for n in RECORD_FIGURES},
         )
 
 
-_READ_BACK = tuple(n for n in (*FIGURES, "compile_s") if n in {f.name for f in fields(TrialRecord)})
+RECORD_FIGURES = tuple(n for n in (*FIGURES, "compile_s") if n in {f.name for f in fields(TrialRecord)})
 
 
 class TuningDatabase:

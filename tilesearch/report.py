@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tilesearch.database import TrialRecord
 from tilesearch.records import Final, Status
@@ -74,3 +75,33 @@ def final_table(final: Final) -> str:
 
 def status_line(statuses: dict[str, int]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items())) or "none"
+
+
+def revalidation(out: Any) -> str:
+    """A :class:`~tilesearch.revalidate.Revalidation`: what differs, old against new for each
+    configuration re-measured, whether the winner changed, and the verdict."""
+    tag = " [replayed]" if out.replayed else ""
+    lines = [f"old study: {out.old_study}", f"current study: {out.study}{tag}"]
+    lines += [f"differs: {d}" for d in out.differences] or ["differs: nothing (same identity)"]
+    fig = "vs_baseline" if out.basis == "speedup" else "latency_ms"
+    rows = []
+    for r in out.rows:
+        new = r.new
+        old_fig = r.old_speedup if out.basis == "speedup" else r.old_latency_ms
+        new_fig = new.speedup if out.basis == "speedup" else new.latency_ms
+        low, high = (new.speedup_low, new.speedup_high) if out.basis == "speedup" else (new.latency_low, new.latency_high)
+        rows.append([r.trial if r.trial >= 0 else "-", r.source, r.old_latency_ms, new.latency_ms, old_fig, new_fig,
+                     interval(low, high), new.status.value if new.status != Status.OK else ""])
+    lines.append(table(rows, ["trial", "from", "old_ms", "new_ms", f"old_{fig}", f"new_{fig}", "95% interval", ""]))
+    lost = out.old_winner_lost
+    lines.append(f"old winner: {fig} {out.old_figure:.4g} then, "
+                 + (f"{out.old_winner_now:.4g} now ({100 * -lost:+.1f}%; noise +-{100 * out.noise:.1f}%)"
+                    if lost is not None else "no longer measures correctly"))
+    lines.append("winner: " + ("changed" if out.winner_changed else "unchanged (or tied)"))
+    lines.append(f"searched further: {out.searched} trials" if out.searched else
+                 "searched further: no" + ("" if out.winner_changed or (lost or 0) > out.noise
+                                           else " (winner unchanged within the noise)"))
+    best = f"{out.best_now:.4g}" if out.best_now is not None else "none"
+    lines.append(f"verdict: {'REGRESSED' if out.regressed else 'ok'}: best {fig} now {best} against "
+                 f"{out.old_figure:.4g} before (noise +-{100 * out.noise:.1f}%)")
+    return "\n".join(lines)

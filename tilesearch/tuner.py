@@ -168,26 +168,9 @@ def tune(
         if settings.hints:
             search = Hinted(search, settings.hints)
         space = runner.prepare(problem, space or operator.space(problem, target))
-        found_versions = {**versions.collect(), **runner.versions}
-        identity = provenance.identity(operator, found_versions, runner.measured_by)
-        name = settings.study or ("replay:" if runner.replayed else "") + study_name(
-            problem, target, f"{versions.tag()}/{provenance.tag(identity)}")
-        db = TuningDatabase(
-            settings.storage,
-            name,
-            sampler=search.sampler(),
-            info={
-                "op": problem.op,
-                "problem": problem.key,
-                "params": problem.to_dict(),
-                "target": target.to_dict(),
-                "versions": found_versions,
-                "replayed": runner.replayed,
-                provenance.IDENTITY_ATTR: identity,
-            },
-            heartbeat=settings.heartbeat,
-        )
-        notes = _earlier_studies(db, problem, target, identity)
+        db = open_study(operator, problem, target, runner, storage=settings.storage, study=settings.study,
+                        sampler=search.sampler(), heartbeat=settings.heartbeat)
+        notes = _earlier_studies(db, problem, target)
         db.fail_stale()
         loop = _Loop(op_ref, problem, space, target, db, search, builder, runner, settings)
         loop.run()
@@ -219,7 +202,35 @@ def tune(
     )
 
 
-def _earlier_studies(db: TuningDatabase, problem: Problem, target: Target, identity: dict[str, Any]) -> list[str]:
+def open_study(operator: Operator, problem: Problem, target: Target, runner: Runner, *, storage: str | None,
+               study: str | None = None, sampler: optuna.samplers.BaseSampler | None = None,
+               heartbeat: int | None = None) -> TuningDatabase:
+    """The study of ``problem`` measured by ``runner`` (started) on ``target`` under the current
+    conditions: by default named from op, problem, GPU, arch, TileLang version and the identity's
+    digest (:mod:`tilesearch.provenance`); a named study of another identity raises
+    :class:`~tilesearch.provenance.StaleStudyError`."""
+    found_versions = {**versions.collect(), **runner.versions}
+    identity = provenance.identity(operator, found_versions, runner.measured_by)
+    name = study or ("replay:" if runner.replayed else "") + study_name(
+        problem, target, f"{versions.tag()}/{provenance.tag(identity)}")
+    return TuningDatabase(
+        storage,
+        name,
+        sampler=sampler,
+        info={
+            "op": problem.op,
+            "problem": problem.key,
+            "params": problem.to_dict(),
+            "target": target.to_dict(),
+            "versions": found_versions,
+            "replayed": runner.replayed,
+            provenance.IDENTITY_ATTR: identity,
+        },
+        heartbeat=heartbeat,
+    )
+
+
+def _earlier_studies(db: TuningDatabase, problem: Problem, target: Target) -> list[str]:
     """A note for each other study of the problem on this GPU whose identity differs: their
     trials are not reused, and the user is told why and how to compare."""
     notes = []
@@ -229,7 +240,9 @@ def _earlier_studies(db: TuningDatabase, problem: Problem, target: Target, ident
         attrs = optuna.load_study(study_name=name, storage=db.storage).user_attrs
         if attrs.get("target", {}).get("gpu") != target.gpu or attrs.get("replayed") != db.study.user_attrs.get("replayed"):
             continue
-        differ = provenance.differences(attrs.get(provenance.IDENTITY_ATTR), identity)
+        differ = provenance.differences(attrs.get(provenance.IDENTITY_ATTR), db.study.user_attrs[provenance.IDENTITY_ATTR])
+        if not differ:
+            continue
         notes.append(f"study {name} is not reused: {'; '.join(differ)}; "
                      f"tilesearch revalidate op={problem.op} {' '.join(f'{k}={v}' for k, v in problem.items())} "
                      f"study={name} compares its best under the current conditions")

@@ -15,13 +15,14 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tilesearch.records import Candidate, RunResult, Status
 from tilesearch.runner import nvml, stats
 
 _FLUSH: dict[int, Any] = {}
+FINAL_MAX_MS = 6000.0  # GPU time cap of the final re-time's rounds (all candidates and the baseline)
 
 
 @dataclass(frozen=True)
@@ -118,12 +119,14 @@ def bench(fns: list[Any], settings: MeasureSettings, l2_bytes: int) -> list[floa
 
 
 def rounds(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
-           enough: Callable[[list[list[float]]], bool] | None = None) -> list[list[float]]:
+           enough: Callable[[list[list[float]]], bool] | None = None,
+           busy: Callable[[], None] | None = None) -> list[list[float]]:
     """Milliseconds of each of ``fns`` per round (one run of each, in order, per round).
 
     After a first batch of about ``rep_ms``, batches of rounds are added until ``enough(samples)``
     holds (default: :func:`precise_enough` with the last of ``fns`` as the baseline if there are
-    several), ``max_ms`` of GPU time or ``max_reps`` rounds are spent."""
+    several), ``max_ms`` of GPU time or ``max_reps`` rounds are spent. ``busy()`` is called
+    after each batch is queued, while the GPU runs it (to read its clock under load)."""
     import torch
 
     flush = None
@@ -161,6 +164,8 @@ def rounds(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
         events_list = [new_events() for _ in range(batch)]
         for events in events_list:
             timed_round(events)
+        if busy is not None:
+            busy()
         torch.cuda.synchronize()
         return [[events[i][0].elapsed_time(events[i][1]) for events in events_list] for i in range(len(fns))]
 
@@ -215,11 +220,10 @@ def timed(fns: list[Any], settings: MeasureSettings, l2_bytes: int) -> tuple[lis
     """:func:`rounds` with NVML readings around them; timed once more if the clock was throttled.
     Returns the samples and the clock record (``throttled`` only if the second try was too)."""
     for attempt in (1, 2):
-        before = nvml.read()
-        samples = rounds(fns, settings, l2_bytes)
-        after = nvml.read()  # right after the rounds: the clock under load (cooling starts only now)
-        record = nvml.figures([before, after])
-        low = nvml.throttled(after.sm_clock_mhz if after else None)
+        readings: list[nvml.Reading | None] = []
+        samples = rounds(fns, settings, l2_bytes, busy=lambda got=readings: got.append(nvml.read()))
+        record = nvml.figures(readings)  # read while each batch ran: the clock under load
+        low = nvml.throttled(record.get("sm_clock_mhz"))
         if not low:
             return samples, {**record, "throttled": False} if record else {}
         if attempt == 1:
@@ -277,6 +281,8 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings) -> 
 
     if not candidates:
         return []
+    # the final figures: allow more rounds than a trial of the search gets
+    settings = replace(settings, max_ms=max(settings.max_ms, FINAL_MAX_MS))
     start = time.perf_counter()
     first = candidates[0]
     op = first.load_op()

@@ -23,12 +23,13 @@ best trial overall (a flip can beat the search's best).
 Everything goes to one SQLite storage under ``--out``; ``gemm_suite.json`` and ``gemm_suite.log``
 too. The table is printed last.
 
-``--retime`` tunes nothing: in this one fresh process it re-times, for every shape with a study in
-``--out``'s storage, the ``--top`` fastest configurations found and ``torch.matmul``, each checked
-against float64 and all timed interleaved on the same inputs with many more runs than a trial. The
-suite's figures are that run's ratios (``retime.json``), so that every ratio comes from one run
-and one clock, and a search's best is not flattered by having been picked as the luckiest of its
-trials.
+``--retime`` tunes nothing: for every shape with a study in ``--out``'s storage it re-times the
+``--top`` fastest configurations found and ``torch.matmul`` with tilesearch's final re-time
+(:func:`tilesearch.runner.retime.final_retime`: a fresh runner worker, each kernel checked against
+float64, all timed interleaved in the same rounds until each ratio's 95% interval is within +-1%).
+The suite's figures are that run's ratios with their intervals (``retime.json``), so that every
+ratio comes from one run and one clock, and a search's best is not flattered by having been picked
+as the luckiest of its trials.
 
 usage: python experiments/gemm_suite.py --out $OUT [--shapes all|NAME,...] [--trials 24] [--budget-s 420]
        python experiments/gemm_suite.py --out $OUT --retime [--top 3]
@@ -255,16 +256,16 @@ def table(rows):
 
 def retime(args, names):
     """Re-times the ``args.top`` fastest configurations of each of ``names`` tuned in the storage
-    beside ``torch.matmul`` in this process; returns rows {shape, kernels: [{config, ms, rel_err,
-    error}], torch_ms, ratio}."""
+    beside ``torch.matmul`` with :func:`tilesearch.runner.retime.final_retime` (one fresh runner
+    worker per shape, all kernels and the baseline in the same rounds); returns rows {shape,
+    kernels: [{config, ms, rel_err, error}], torch_ms, ratio, ratio_low, ratio_high, ties}."""
     import optuna
-    import torch
 
     from tilesearch.records import Candidate
-    from tilesearch.runner.measure import MeasureSettings, bench, check
-    from tilesearch.target import detect
+    from tilesearch.runner import LocalRunner
+    from tilesearch.runner.retime import final_retime
 
-    op, target = registry.load("gemm"), detect()
+    op = registry.load("gemm")
     tuned = set(optuna.get_all_study_names(args.storage))
     picks = {}
     for name in (n for n in names if f"suite:{n}" in tuned):
@@ -272,53 +273,41 @@ def retime(args, names):
         ok = sorted((r for r in db.finished().values() if r.status == "ok" and r.latency_ms),
                     key=lambda r: r.latency_ms)
         if ok:
-            picks[name] = [r.config for r in ok[: args.top]]
+            picks[name] = [(r.number, r.config) for r in ok[: args.top]]
     m_n_k = {name: dict(zip(("m", "n", "k", "dtype", "layout"), SHAPES[name])) for name in picks}
-    with LocalBuilder(args.workers or None, timeout=300) as pool:  # fills TileLang's cache in parallel
-        builds = [pool.submit(Candidate("gemm", m_n_k[name], c, target)) for name in picks for c in picks[name]]
-        failed = [b.result().error for b in builds if not b.result().ok]
-    if failed:
-        log(f"retime: {len(failed)} configurations did not compile; first: {failed[0][:300]}")
-    rows = []
-    settings = MeasureSettings(rep_ms=1500, max_reps=2000)
-    for name, configs in picks.items():
-        problem = op.problem(**m_n_k[name])
-        generator = torch.Generator(device="cuda").manual_seed(7)
-        inputs = op.make_inputs(problem, torch.device("cuda"), generator)
-        reference = op.reference(problem, inputs)
-        kernels, fns = [], []
-        for config in configs:
-            entry = {"config": config}
-            try:
-                kernel = op.build(problem, config, target)
-                outputs = op.make_outputs(problem, torch.device("cuda"))
-                entry["rel_err"], entry["max_err"], entry["error"] = check(kernel, inputs, outputs, reference,
-                                                                           op.tolerance(problem, config))
-            except Exception as e:  # noqa: BLE001 - a kernel that fails here is a row, not the end
-                entry["error"] = f"{type(e).__name__}: {e}"
-            if entry["error"] is None:
-                fns.append(lambda kernel=kernel, args=(*inputs, *outputs): kernel(*args))
-            kernels.append(entry)
-        fns.append(op.baseline(problem, inputs))
-        times = bench(fns, settings, target.l2_bytes)
-        timed = iter(times[:-1])
-        for entry in kernels:
-            if entry["error"] is None:
-                entry["ms"] = next(timed)
-        good = [e["ms"] for e in kernels if "ms" in e]
-        row = {"shape": name, **m_n_k[name], "kernels": kernels, "torch_ms": times[-1],
-               "ratio": times[-1] / min(good) if good else None,
-               "tflops": op.flops(problem) / (min(good) * 1e-3) / 1e12 if good else None,
-               "torch_tflops": op.flops(problem) / (times[-1] * 1e-3) / 1e12}
-        rows.append(row)
-        log(json.dumps({k: row[k] for k in ("shape", "torch_ms", "ratio")}
-                       | {"ms": [round(e.get("ms", math.nan), 5) for e in kernels]}))
-        del inputs, reference
+    runner = LocalRunner(timeout=300)
+    target = runner.start()
+    try:
+        with LocalBuilder(args.workers or None, timeout=300) as pool:  # fills TileLang's cache in parallel
+            builds = [pool.submit(Candidate("gemm", m_n_k[name], c, target)) for name in picks for _, c in picks[name]]
+            failed = [b.result().error for b in builds if not b.result().ok]
+        if failed:
+            log(f"retime: {len(failed)} configurations did not compile; first: {failed[0][:300]}")
+        rows = []
+        for name, trials in picks.items():
+            problem = op.problem(**m_n_k[name])
+            final = final_retime(runner, trials, op="gemm", problem=problem.to_dict(), target=target)
+            kernels = [{"config": e.config, "rel_err": e.result.rel_err, "max_err": e.result.max_err,
+                        "error": e.result.error, **({"ms": e.result.latency_ms} if e.result.latency_ms else {})}
+                       for e in final.entries]
+            best = final.chosen.result if final.chosen else None
+            row = {"shape": name, **m_n_k[name], "kernels": kernels,
+                   "torch_ms": best.baseline_ms if best else None, "ratio": best.speedup if best else None,
+                   "ratio_low": best.speedup_low if best else None, "ratio_high": best.speedup_high if best else None,
+                   "ties": list(final.ties),
+                   "tflops": op.flops(problem) / (best.latency_ms * 1e-3) / 1e12 if best else None,
+                   "torch_tflops": op.flops(problem) / (best.baseline_ms * 1e-3) / 1e12 if best else None}
+            rows.append(row)
+            log(json.dumps({k: row[k] for k in ("shape", "torch_ms", "ratio", "ratio_low", "ratio_high")}
+                           | {"ms": [round(e.get("ms", math.nan), 5) for e in kernels]}))
+    finally:
+        runner.close()
     return rows
 
 
 def retime_table(rows):
-    lines = ["shape | m x n x k | dtype | lay | tuned TF/s | torch TF/s | ratio | best knobs (of the top re-timed)",
+    lines = ["shape | m x n x k | dtype | lay | tuned TF/s | torch TF/s | ratio [95% interval] | best knobs "
+             "(of the top re-timed)",
              "--- | --- | --- | --- | --- | --- | --- | ---"]
     ratios = [r["ratio"] for r in rows if r["ratio"]]
     for r in rows:
@@ -326,7 +315,8 @@ def retime_table(rows):
         c = fastest["config"] if fastest else {}
         knobs = " ".join(f"{k}={v}" for k, v in c.items() if DEFAULTS.get(k, None) != v)
         lines.append(f"{r['shape']} | {r['m']}x{r['n']}x{r['k']} | {r['dtype']} | {r['layout']} | "
-                     f"{r['tflops'] or 0:.1f} | {r['torch_tflops']:.1f} | {r['ratio'] or 0:.3f} | {knobs}")
+                     f"{r['tflops'] or 0:.1f} | {r['torch_tflops'] or 0:.1f} | {r['ratio'] or 0:.3f} "
+                     f"[{r.get('ratio_low') or 0:.3f}, {r.get('ratio_high') or 0:.3f}] | {knobs}")
     if ratios:
         lines.append(summary(ratios))
     return "\n".join(lines)

@@ -63,10 +63,12 @@ def test_show_prints_best_table(tmp_path):
     out = cli("show", "op=gemm", "m=64", "n=64", "k=64", f"storage={storage}", "top=3", env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert "[replayed]" in out.stdout and "trials: 5 (ok: 5)" in out.stdout
-    table = out.stdout.split("\n")
+    best, final = out.stdout.split("final re-time:")
+    table = best.split("\n")
     header = next(line for line in table if "latency_ms" in line)
-    assert "block_m" in header and "vs_baseline" in header
+    assert "block_m" in header and "vs_baseline" in header and "95% interval" in header
     assert sum(1 for line in table if line.strip()[:1].isdigit()) == 3
+    assert "tie set" in final and sum(1 for line in final.split("\n") if line.strip()[:1].isdigit()) == 5
 
 
 def test_help_exits_zero_and_no_args_exits_2():

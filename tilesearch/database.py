@@ -17,7 +17,7 @@ import os
 import socket
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -26,7 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tilesearch import heartbeat
 from tilesearch.op import Problem
 from tilesearch.provenance import IDENTITY_ATTR, StaleStudyError, differences
-from tilesearch.records import FIGURES, BuildResult, Candidate, Final, RunResult, Status
+from tilesearch.records import FIGURES, BuildResult, Candidate, Figures, Final, RunResult, Status
 from tilesearch.storage import rdb_storage
 from tilesearch.target import Target
 
@@ -80,34 +80,17 @@ def study_name(problem: Problem, target: Target, tag: str) -> str:
 
 
 @dataclass(frozen=True)
-class TrialRecord:
-    """One trial as read back from the database: the figures of its
-    :class:`~tilesearch.records.RunResult` by the same names (``None`` where the trial has none,
-    as in records written before a figure existed), and its compile time."""
+class TrialRecord(Figures):
+    """One trial as read back from the database: its :class:`~tilesearch.records.Figures` (``None``
+    where the trial has none), compile and measure times, and every user attribute in ``attrs``."""
 
     number: int
     key: str
     config: dict[str, Any]
     status: str
     error: str | None = None
-    latency_ms: float | None = None
-    tflops: float | None = None
-    baseline_ms: float | None = None
-    speedup: float | None = None
-    rel_err: float | None = None
     compile_s: float | None = None
     measure_s: float | None = None
-    latency_q1: float | None = None
-    latency_q3: float | None = None
-    latency_low: float | None = None
-    latency_high: float | None = None
-    runs: int | None = None
-    speedup_low: float | None = None
-    speedup_high: float | None = None
-    sm_clock_mhz: float | None = None
-    temp_c: float | None = None
-    power_w: float | None = None
-    throttled: bool | None = None
     replayed: bool = False
     duplicate_of: int | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
@@ -128,7 +111,7 @@ class TrialRecord:
         )
 
 
-RECORD_FIGURES = tuple(n for n in (*FIGURES, "compile_s") if n in {f.name for f in fields(TrialRecord)})
+RECORD_FIGURES = (*FIGURES, "error", "compile_s", "measure_s")  # read back by name from a trial's attributes
 
 
 class TuningDatabase:

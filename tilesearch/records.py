@@ -68,30 +68,28 @@ class BuildResult:
     timed_out: bool = False
 
 
-@dataclass(frozen=True)
-class RunResult:
-    """What a runner measured for one candidate.
+@dataclass(frozen=True, kw_only=True)
+class Figures:
+    """The measured figures of one configuration, declared once: a runner's :class:`RunResult`
+    and the database's :class:`~tilesearch.database.TrialRecord` both carry them.
 
     ``latency_ms`` is the median kernel time over ``runs`` timed runs, ``latency_q1`` and
     ``latency_q3`` its quartiles, ``latency_low``/``latency_high`` the 95% interval of the median;
     ``baseline_ms`` the median time of the op's baseline timed interleaved with it in the same
     worker; ``speedup`` is ``baseline_ms / latency_ms`` and ``speedup_low``/``speedup_high`` its 95%
     interval from a paired bootstrap over the interleaved rounds (:mod:`tilesearch.runner.stats`).
-    ``sm_clock_mhz`` (lowest), ``temp_c`` and ``power_w`` (highest) are NVML's readings around the
-    timing, ``throttled`` says the clock sat well below its usual level even after a second try.
-    A figure the runner did not take is ``None``: replayed results have no interval unless their
-    dataset recorded one, and records written before these figures existed read back as ``None``.
+    ``sm_clock_mhz`` (lowest), ``temp_c`` and ``power_w`` (highest) are NVML's readings while the
+    rounds ran; ``throttled`` says the clock sat well below its usual level even after a second try.
+    A figure not taken is ``None``: replayed results have no interval unless their dataset recorded
+    one, and records written before these figures existed read back as ``None``.
     """
 
-    status: Status
-    error: str | None = None
     latency_ms: float | None = None
     tflops: float | None = None
     baseline_ms: float | None = None
     speedup: float | None = None
     rel_err: float | None = None
     max_err: float | None = None
-    measure_s: float = 0.0
     latency_q1: float | None = None
     latency_q3: float | None = None
     latency_low: float | None = None
@@ -103,6 +101,16 @@ class RunResult:
     temp_c: float | None = None
     power_w: float | None = None
     throttled: bool | None = None
+
+
+@dataclass(frozen=True)
+class RunResult(Figures):
+    """What a runner measured for one candidate: its status, the error if it failed, and its
+    :class:`Figures`."""
+
+    status: Status
+    error: str | None = None
+    measure_s: float = 0.0
     replayed: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -112,8 +120,7 @@ class RunResult:
         return data
 
 
-FIGURES: tuple[str, ...] = tuple(f.name for f in fields(RunResult) if f.name not in ("status", "replayed", "extra"))
-"""The figures of a :class:`RunResult` that the database stores and reads back, by name."""
+FIGURES: tuple[str, ...] = tuple(f.name for f in fields(Figures))
 
 
 @dataclass(frozen=True)

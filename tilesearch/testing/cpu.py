@@ -38,33 +38,15 @@ def device_info() -> dict[str, Any]:
 
 def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
     """Checks one candidate against the reference on the CPU, then takes the median of 5 runs."""
-    import torch
+    return _checked_and_timed([candidate], settings, rounds=5, extra={"device": "cpu"})[0]
 
-    from tilesearch.op import Problem
-    from tilesearch.space import digest
 
-    start = time.perf_counter()
-    op = candidate.load_op()
-    problem = Problem(op.name, candidate.problem)
-    kernel = op.build(problem, candidate.config, candidate.target)
-    generator = torch.Generator().manual_seed(int(digest(candidate.key, settings.seed), 16) % 2**62)
-    inputs = op.make_inputs(problem, "cpu", generator)
-    outputs = op.make_outputs(problem, "cpu")
-    rel, mx, why = check(kernel, inputs, outputs, op.reference(problem, inputs), op.tolerance(problem, candidate.config))
-    if why is not None:
-        return RunResult(Status.WRONG_RESULT, error=why, rel_err=rel, max_err=mx, replayed=True,
-                         measure_s=time.perf_counter() - start)
-    found = figures(_wall_ms([lambda: kernel(*inputs, *outputs)], 5)[0], None, settings.seed)
-    return RunResult(
-        Status.OK,
-        tflops=op.flops(problem) / (found["latency_ms"] * 1e-3) / 1e12,
-        rel_err=rel,
-        max_err=mx,
-        measure_s=time.perf_counter() - start,
-        replayed=True,
-        extra={"device": "cpu"},
-        **found,
-    )
+def measure_together(candidates: list[Candidate], settings: MeasureSettings) -> list[RunResult]:
+    """The CPU counterpart of :func:`tilesearch.runner.measure.measure_together`: each candidate
+    checked, then all that pass timed interleaved in the same 15 rounds (no baseline: the
+    intervals are those of the medians)."""
+    return _checked_and_timed(candidates, settings, rounds=15,
+                              extra={"device": "cpu", "retimed_together": len(candidates)})
 
 
 def _wall_ms(fns: list[Any], rounds: int) -> list[list[float]]:
@@ -78,10 +60,9 @@ def _wall_ms(fns: list[Any], rounds: int) -> list[list[float]]:
     return samples
 
 
-def measure_together(candidates: list[Candidate], settings: MeasureSettings) -> list[RunResult]:
-    """The CPU counterpart of :func:`tilesearch.runner.measure.measure_together`: each candidate
-    checked, then all that pass timed interleaved in the same 15 rounds (no baseline: the
-    intervals are those of the medians)."""
+def _checked_and_timed(candidates: list[Candidate], settings: MeasureSettings, *, rounds: int,
+                       extra: dict[str, Any]) -> list[RunResult]:
+    """Each candidate checked against its reference, then those that pass timed interleaved."""
     import torch
 
     from tilesearch.op import Problem
@@ -99,11 +80,11 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings) -> 
         outputs = op.make_outputs(problem, "cpu")
         rel, mx, why = check(kernel, inputs, outputs, op.reference(problem, inputs),
                              op.tolerance(problem, candidate.config))
-        results.append(RunResult(Status.WRONG_RESULT if why else Status.OK, error=why, rel_err=rel, max_err=mx,
-                                 replayed=True))
+        results.append(RunResult(status=Status.WRONG_RESULT if why else Status.OK, error=why, rel_err=rel, max_err=mx,
+                                 replayed=True, measure_s=time.perf_counter() - start))
         if why is None:
             fns.append((op.flops(problem), lambda k=kernel, i=inputs, o=outputs: k(*i, *o)))
-    samples = iter(_wall_ms([fn for _, fn in fns], 15))
+    samples = iter(_wall_ms([fn for _, fn in fns], rounds))
     flops = iter(f for f, _ in fns)
     out = []
     for result in results:
@@ -111,7 +92,7 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings) -> 
             out.append(result)
             continue
         found = figures(next(samples), None, settings.seed)
-        out.append(RunResult(Status.OK, tflops=next(flops) / (found["latency_ms"] * 1e-3) / 1e12,
+        out.append(RunResult(status=Status.OK, tflops=next(flops) / (found["latency_ms"] * 1e-3) / 1e12,
                              rel_err=result.rel_err, max_err=result.max_err, measure_s=time.perf_counter() - start,
-                             replayed=True, extra={"device": "cpu", "retimed_together": len(fns)}, **found))
+                             replayed=True, extra=dict(extra), **found))
     return out

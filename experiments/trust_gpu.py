@@ -9,7 +9,8 @@ runs' intervals overlap (target: they do).
 
 Writes ``trust_gpu.json`` and ``trust_gpu.log`` (every tune's output) under ``--out``; prints a
 table last. Stops starting runs once ``--budget-s`` is spent and says which were left out.
-About 6-7 minutes on an H100 with 16 cores (an estimate: 10 runs of 20 trials).
+About 6-7 minutes on an H100 with 16 cores (an estimate: 10 runs of 20 trials; no run starts after
+``--budget-s``, 380 s, so it ends within 8 minutes).
 
 usage: source scripts/gpu-host.sh && python experiments/trust_gpu.py --out $OUT
 """
@@ -67,7 +68,7 @@ def main():
     parser.add_argument("--out", default=os.environ.get("OUT", "out"))
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--shapes", default=",".join(SHAPES))
-    parser.add_argument("--budget-s", type=float, default=440.0)
+    parser.add_argument("--budget-s", type=float, default=380.0, help="start no run after this many seconds")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

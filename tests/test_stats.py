@@ -83,3 +83,28 @@ def test_throttle_flag_against_the_usual_clock():
     assert nvml.figures([nvml.Reading(1900, 60, 500), nvml.Reading(1800, 65, 650)]) == {
         "sm_clock_mhz": 1800, "temp_c": 65, "power_w": 650}
     assert nvml.figures([None]) == {}
+
+
+def test_a_throttled_timing_is_taken_again_and_flagged_if_it_stays_low(monkeypatch):
+    from tilesearch.runner import measure
+
+    clocks = iter([1980, 1980, 1980, 1200, 1975, 1100, 1100])  # one reading per timing (one batch each)
+    calls = []
+
+    def fake_rounds(fns, settings, l2_bytes, busy=None):
+        calls.append(1)
+        busy()
+        return [[1.0] * 10 for _ in fns]
+
+    monkeypatch.setattr(measure, "rounds", fake_rounds)
+    monkeypatch.setattr(nvml, "read", lambda: nvml.Reading(next(clocks), 60, 500))
+    monkeypatch.setattr(nvml, "_SEEN", [])
+    monkeypatch.setattr(measure.time, "sleep", lambda s: None)
+    for _ in range(3):  # the usual level: 1980 MHz
+        assert measure.timed([None], MeasureSettings(), 0)[1]["throttled"] is False
+    calls.clear()
+    _, clock = measure.timed([None], MeasureSettings(), 0)  # 1200, then 1975: taken again, fine
+    assert len(calls) == 2 and clock == {"sm_clock_mhz": 1975, "temp_c": 60, "power_w": 500, "throttled": False}
+    calls.clear()
+    _, clock = measure.timed([None], MeasureSettings(), 0)  # 1100 twice: flagged
+    assert len(calls) == 2 and clock["throttled"] is True and clock["sm_clock_mhz"] == 1100

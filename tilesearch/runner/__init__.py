@@ -8,6 +8,7 @@ from tilesearch.runner.base import NoDeviceError, Runner
 from tilesearch.runner.local import LocalRunner
 from tilesearch.runner.measure import MeasureSettings
 from tilesearch.runner.replay import ReplayRunner
+from tilesearch.runner.retime import final_retime
 
 
 class UnknownRunnerError(ValueError):
@@ -41,4 +42,4 @@ def create(spec: str | Runner, *, device: int = 0, timeout: float = 60.0, measur
 
 
 __all__ = ["RUNNERS", "LocalRunner", "MeasureSettings", "NoDeviceError", "ReplayRunner", "Runner",
-           "UnknownRunnerError", "create"]
+           "UnknownRunnerError", "create", "final_retime"]

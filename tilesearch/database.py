@@ -144,9 +144,11 @@ class TuningDatabase:
             storage=self.storage, study_name=name, direction="minimize", sampler=sampler, load_if_exists=True
         )
         existing = self.study.user_attrs
-        if info and IDENTITY_ATTR in info and self.trials():
-            differ = differences(existing.get(IDENTITY_ATTR), info[IDENTITY_ATTR])
-            if differ:
+        differ = differences(existing.get(IDENTITY_ATTR), info[IDENTITY_ATTR]) if info and IDENTITY_ATTR in info else []
+        if differ:
+            if not self.trials():  # nothing measured under the old conditions: take the new ones
+                existing = {}
+            else:
                 raise StaleStudyError(
                     f"study {name!r} was measured under other conditions ({'; '.join(differ)}); its trials "
                     "are not reused: run tilesearch revalidate with the same op and problem (study=OLD) "

@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from search_spaces import gemm_model
 from tilesearch.op import Operator, Param, Problem, Tolerance
 from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
 from tilesearch.target import Target
@@ -151,6 +152,11 @@ class GemmOp(Operator):
         Param("dtype", str, default="float16", choices=DTYPES),
         Param("layout", str, default="nn", choices=LAYOUTS, help="nn: B is KxN; nt: B is NxK"),
     )
+    examples = (
+        dict(m=256, n=256, k=256),
+        dict(m=17, n=33, k=65, dtype="bfloat16", layout="nt"),
+        dict(m=1000, n=1500, k=500, layout="nt"),
+    )
 
     def space(self, problem: Problem, target: Target) -> Space:
         """The knobs; ``split_k`` and ``persistent`` only take values some tile shape can use
@@ -176,10 +182,11 @@ class GemmOp(Operator):
         ]
         return Space(knobs, constraints(problem["dtype"], target, problem))
 
-    def program(self, problem: Problem, config: Config, num_sms: int = 132) -> Any:
+    def program(self, problem: Problem, config: Config, target: Target) -> Any:
         knobs = {k: v for k, v in config.items() if k != "warp_specialize"}
         return gemm_program(
-            problem["m"], problem["n"], problem["k"], problem["dtype"], problem["layout"], **knobs, num_sms=num_sms
+            problem["m"], problem["n"], problem["k"], problem["dtype"], problem["layout"], **knobs,
+            num_sms=target.num_sms,
         )
 
     def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
@@ -200,7 +207,7 @@ class GemmOp(Operator):
 
         logging.getLogger("tilelang").setLevel(logging.WARNING)  # TileLang logs as "tilelang"
         kernel = tilelang.compile(
-            self.program(problem, config, num_sms=target.num_sms),
+            self.program(problem, config, target),
             target=target.tvm(),
             pass_configs=self.pass_configs(problem, config) or None,
         )
@@ -255,6 +262,21 @@ class GemmOp(Operator):
         if problem["dtype"] == "float16":
             return Tolerance(rel_fro=2e-3, max_rel=2e-3)
         return Tolerance(rel_fro=1.6e-2, max_rel=1.6e-2)
+
+    # -- performance knowledge (search_spaces/gemm_model.py) --
+
+    hint_kinds = ("carver",)
+
+    def features(self, problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> dict[str, float]:
+        return gemm_model.features(problem, config, target)
+
+    def estimate(self, problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> float:
+        return gemm_model.estimate(problem, config, target)
+
+    def hints(self, problem: Problem, space: Space, target: Target, *, kind: str, n: int) -> list[Config]:
+        if kind != "carver":
+            return super().hints(problem, space, target, kind=kind, n=n)
+        return gemm_model.carver_hints(problem, space, target, n)
 
 
 class SplitKGemm:

@@ -70,6 +70,23 @@ def tile_count(problem: Mapping[str, Any], config: Mapping[str, Any]) -> int:
     return math.ceil(problem["m"] / config["block_m"]) * math.ceil(problem["n"] / config["block_n"])
 
 
+def registers(c: Mapping[str, Any]) -> str | None:
+    """Why a tile needs more float32 accumulators per thread than fit in registers (also used by
+    other tile-GEMM operators)."""
+    acc = c["block_m"] * c["block_n"] // c["threads"]
+    if acc > MAX_ACCUMULATORS_PER_THREAD:
+        return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
+    return None
+
+
+def output_tolerance(dtype: str) -> Tolerance:
+    """Errors accepted for a float32-accumulated product rounded to ``dtype`` on output: unit
+    roundoff 2^-11 (fp16) or 2^-8 (bf16), with a 4x margin."""
+    if dtype == "float16":
+        return Tolerance(rel_fro=2e-3, max_rel=2e-3)
+    return Tolerance(rel_fro=1.6e-2, max_rel=1.6e-2)
+
+
 def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = None) -> list[Any]:
     """Why a configuration is invalid or not worth compiling; with ``problem``, also the checks
     that depend on the shape (split-K and the persistent loop)."""
@@ -78,12 +95,6 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
     def shared_memory(c: Mapping[str, Any]) -> str | None:
         used = smem_bytes(c, dtype)
         return f"shared memory: {used} B > {limit} B per block" if used > limit else None
-
-    def registers(c: Mapping[str, Any]) -> str | None:
-        acc = c["block_m"] * c["block_n"] // c["threads"]
-        if acc > MAX_ACCUMULATORS_PER_THREAD:
-            return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
-        return None
 
     def lowering(c: Mapping[str, Any]) -> str | None:
         tma, ws = c.get("tma", True), c.get("warp_specialize", "on")
@@ -258,10 +269,7 @@ class GemmOp(Operator):
         return float((m * k + k * n + m * n) * element_bytes(problem["dtype"]))
 
     def tolerance(self, problem: Problem, config: Config) -> Tolerance:
-        # the output is rounded to 16 bits: unit roundoff 2^-11 (fp16) or 2^-8 (bf16), 4x margin
-        if problem["dtype"] == "float16":
-            return Tolerance(rel_fro=2e-3, max_rel=2e-3)
-        return Tolerance(rel_fro=1.6e-2, max_rel=1.6e-2)
+        return output_tolerance(problem["dtype"])
 
     # -- performance knowledge (search_spaces/gemm_model.py) --
 

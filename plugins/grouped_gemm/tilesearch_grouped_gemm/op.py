@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from search_spaces.gemm import output_tolerance, registers
 from tilesearch.op import Operator, Param, Problem, Tolerance
 from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
 from tilesearch.target import Target
@@ -24,7 +25,6 @@ ROUTINGS = ("skewed", "even")
 WARP_POLICIES = ("square", "full_row", "full_col")
 RASTERS = ("m_fastest", "n_fastest")
 EPILOGUES = ("direct", "smem")
-MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers per thread; more spills on sm_90
 
 
 def expert_rows(tokens: int, experts: int, routing: str) -> tuple[int, ...]:
@@ -72,12 +72,6 @@ class GroupedGemmOp(Operator):
         def shared_memory(c: Mapping[str, Any]) -> str | None:
             used = smem_bytes(c)
             return f"shared memory: {used} B > {limit} B per block" if used > limit else None
-
-        def registers(c: Mapping[str, Any]) -> str | None:
-            acc = c["block_m"] * c["block_n"] // c["threads"]
-            if acc > MAX_ACCUMULATORS_PER_THREAD:
-                return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
-            return None
 
         def stages(c: Mapping[str, Any]) -> str | None:
             steps = k_tiles[c["block_k"]]
@@ -141,10 +135,7 @@ class GroupedGemmOp(Operator):
         return float((p["tokens"] * p["k"] + used * p["n"] * p["k"] + p["tokens"] * p["n"]) * 2)
 
     def tolerance(self, problem: Problem, config: Config) -> Tolerance:
-        # the output is rounded to 16 bits: unit roundoff 2^-11 (fp16) or 2^-8 (bf16), 4x margin
-        if problem["dtype"] == "float16":
-            return Tolerance(rel_fro=2e-3, max_rel=2e-3)
-        return Tolerance(rel_fro=1.6e-2, max_rel=1.6e-2)
+        return output_tolerance(problem["dtype"])  # the same rounding as GEMM's output
 
     # -- performance knowledge (model.py) --
 

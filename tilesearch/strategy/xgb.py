@@ -142,9 +142,7 @@ class XGBStrategy(Strategy):
                 "objective": self.settings.objective, "transfer": [g.source for g in self.sources]}
 
     def _setup(self, context: SearchContext) -> None:
-        self.featurizer = Featurizer(
-            context.problem.op, context.op.space(context.problem, context.target), context.op.defaults
-        )
+        self.featurizer = Featurizer(context.op, context.op.space(context.problem, context.target))
         self.listed = False
         if context.space.size <= self.max_listed:
             self._list(context)

@@ -78,29 +78,32 @@ def grouped_gemm_program(
             w_s = T.alloc_shared((block_n, block_k), dtype)
             acc = T.alloc_fragment((block_m, block_n), "float32")
             y_s = T.alloc_shared((block_m, block_n), dtype) if epilogue == "smem" else None
-            e = of_expert(b, list(range(experts)))
-            local = b - of_expert(b, first_tile[:-1])
-            rows = of_expert(b, list(sizes))
+            # computed once per block into registers, not again in every step of the K loop
+            e = T.alloc_var("int32", init=of_expert(b, list(range(experts))))
+            local = T.alloc_var("int32", init=b - of_expert(b, first_tile[:-1]))
+            start = T.alloc_var("int32", init=of_expert(b, first_row[:-1]))
+            end = T.alloc_var("int32", init=start + of_expert(b, list(sizes)))
+            div, mod = T.truncdiv, T.truncmod  # operands >= 0: no floor corrections
             if raster == "m_fastest":
-                m_tiles = of_expert(b, row_tiles)
-                tm, tn = local % m_tiles, local // m_tiles
+                m_tiles = T.alloc_var("int32", init=of_expert(b, row_tiles))
+                tm, tn = mod(local, m_tiles), div(local, m_tiles)
             else:
-                tm, tn = local // tiles_n, local % tiles_n
-            row0 = of_expert(b, first_row[:-1]) + tm * block_m
-            end = of_expert(b, first_row[:-1]) + rows
+                tm, tn = div(local, tiles_n), mod(local, tiles_n)
+            row0 = T.alloc_var("int32", init=start + tm * block_m)
+            col0 = T.alloc_var("int32", init=tn * block_n)
             T.clear(acc)
             for ko in T.Pipelined(T.ceildiv(k, block_k), num_stages=num_stages):
                 T.copy(X[row0, ko * block_k], x_s)
-                T.copy(W[e, tn * block_n, ko * block_k], w_s)
+                T.copy(W[e, col0, ko * block_k], w_s)
                 T.gemm(x_s, w_s, acc, transpose_B=True, policy=policy)
             if epilogue == "smem":
                 T.copy(acc, y_s)
                 for i, j in T.Parallel(block_m, block_n):
-                    if row0 + i < end and tn * block_n + j < n:
-                        Y[row0 + i, tn * block_n + j] = y_s[i, j]
+                    if row0 + i < end and col0 + j < n:
+                        Y[row0 + i, col0 + j] = y_s[i, j]
             else:
                 for i, j in T.Parallel(block_m, block_n):
-                    if row0 + i < end and tn * block_n + j < n:
-                        Y[row0 + i, tn * block_n + j] = T.Cast(dtype, acc[i, j])
+                    if row0 + i < end and col0 + j < n:
+                        Y[row0 + i, col0 + j] = T.Cast(dtype, acc[i, j])
 
     return grouped_gemm

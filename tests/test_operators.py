@@ -57,6 +57,14 @@ def test_a_parameter_named_like_a_tuning_setting_is_refused():
     assert {"seed", "device", "arch", "study", "out", "storage", "trials", "op"} <= registry.reserved()
 
 
+def test_the_command_line_says_which_parameter_clashes(capsys):
+    from tilesearch import cli
+
+    assert cli.main(["tune", f"op={__name__}:SeededToy", "seed=1", "runner=replay:x", "progress=false"]) == 2
+    err = capsys.readouterr().err
+    assert "parameter 'seed' is named like a tuning setting" in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_suite_fails_an_operator_that_breaks_its_promises():
     class Broken(ToyOp):
         def tolerance(self, problem: Problem, config) -> Tolerance:

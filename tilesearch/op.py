@@ -213,7 +213,7 @@ class Operator(abc.ABC):
     def tolerance(self, problem: Problem, config: Config) -> Tolerance:
         """Errors accepted for ``config`` against the reference."""
 
-    # -- what the operator knows about its performance: optional hooks, neutral by default --
+    # -- optional, neutral by default: what the operator knows about its performance, and examples --
 
     hint_kinds: ClassVar[tuple[str, ...]] = ()
     """The kinds of :meth:`hints` the operator offers (``"carver"``...)."""

@@ -186,7 +186,7 @@ class OperatorSuite:
         from tilesearch.tuner import tune
 
         problem = self.problems()[0]
-        result = tune(self.op, problem, storage=":memory:", strategy="random", trials=2, progress=False)
+        result = tune(self.op, problem, storage=":memory:", strategy="random", trials=2, build_workers=2, progress=False)
         assert result.measured_now == 2 and result.best and result.best[0].status == Status.OK.value
 
 

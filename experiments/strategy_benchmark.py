@@ -60,7 +60,7 @@ from tilesearch.records import Candidate, RunResult
 from tilesearch.runner import ReplayRunner
 from tilesearch.space import Space
 from tilesearch.strategy import GridStrategy, Proposal, SearchContext, Strategy, XGBStrategy, create
-from tilesearch.strategy.hints import Hinted, carver_gemm
+from tilesearch.strategy.hints import Hinted
 from tilesearch.strategy.until import Until
 from tilesearch.target import Target
 
@@ -420,7 +420,8 @@ def benchmark(datasets: Sequence[dataset.Dataset], args: argparse.Namespace,
         hints = None
         if any("carver" in name for name in args.strategies):
             op = registry.load(data.op)
-            hints = carver_gemm(op.problem(**data.problem), _space(data), Target.from_dict(data.meta["target"]))
+            hints = op.hints(op.problem(**data.problem), _space(data), Target.from_dict(data.meta["target"]),
+                             kind="carver", n=8)
         for name in args.strategies:
             if "transfer" in name and source is None:
                 log(f"{data.name}: no other dataset of {data.op} on this GPU to transfer from; skipping {name}")

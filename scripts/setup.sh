@@ -9,3 +9,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
 .venv/bin/python -m pip install -q -e ".[test,postgres]"
+# the out-of-tree operator plugins, each registered through its own tilesearch.ops entry point
+for plugin in plugins/*/; do
+  .venv/bin/python -m pip install -q -e "$plugin"
+done

@@ -202,6 +202,11 @@ class EinsumSumOp(Operator):
         Param("dtype", str, default="bfloat16", choices=DTYPES),
         Param("out_dtype", str, default="float32", choices=OUT_DTYPES, help="float32, or the input dtype"),
     )
+    examples = (
+        dict(t=1024, k=1024, h=4, d=128),
+        dict(t=130, k=67, h=5, d=40, dtype="float16", out_dtype="float16"),
+        dict(t=1000, k=3001, h=3, d=71),
+    )
 
     def problem(self, **raw: Any) -> Problem:
         problem = super().problem(**raw)
@@ -215,7 +220,7 @@ class EinsumSumOp(Operator):
     def space(self, problem: Problem, target: Target) -> Space:
         return Space(knobs(), constraints(problem, target))
 
-    def program(self, problem: Problem, config: Config) -> Any:
+    def program(self, problem: Problem, config: Config, target: Target) -> Any:
         """The tile program of ``config``; for ``reduce_first`` and ``reduce_stream``, the kernel
         that runs after :func:`reduce_program` (see :meth:`build`)."""
         p, c = problem, config
@@ -257,9 +262,9 @@ class EinsumSumOp(Operator):
         logging.getLogger("tilelang").setLevel(logging.WARNING)
         p = problem
         if config["algorithm"] not in TWO_KERNELS:
-            return _compile(self.program(problem, config), target, self.pass_configs(problem, config))
+            return _compile(self.program(problem, config, target), target, self.pass_configs(problem, config))
         reduce = _reduce_kernel(p["t"], p["h"], p["d"], p["dtype"], target)
-        gemm = _compile(self.program(problem, config), target, self.pass_configs(problem, config))
+        gemm = _compile(self.program(problem, config, target), target, self.pass_configs(problem, config))
         return ReduceThenGemm(reduce, gemm, rows=p["t"], cols=padded_d(p["d"]), dtype=p["dtype"])
 
     def make_inputs(self, problem: Problem, device: Any, generator: Any) -> tuple[Any, ...]:

@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from search_spaces import gemm_model
 from tilesearch.op import Operator, Param, Problem, Tolerance
 from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
 from tilesearch.target import Target
@@ -69,6 +70,23 @@ def tile_count(problem: Mapping[str, Any], config: Mapping[str, Any]) -> int:
     return math.ceil(problem["m"] / config["block_m"]) * math.ceil(problem["n"] / config["block_n"])
 
 
+def registers(c: Mapping[str, Any]) -> str | None:
+    """Why a tile needs more float32 accumulators per thread than fit in registers (also used by
+    other tile-GEMM operators)."""
+    acc = c["block_m"] * c["block_n"] // c["threads"]
+    if acc > MAX_ACCUMULATORS_PER_THREAD:
+        return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
+    return None
+
+
+def output_tolerance(dtype: str) -> Tolerance:
+    """Errors accepted for a float32-accumulated product rounded to ``dtype`` on output: unit
+    roundoff 2^-11 (fp16) or 2^-8 (bf16), with a 4x margin."""
+    if dtype == "float16":
+        return Tolerance(rel_fro=2e-3, max_rel=2e-3)
+    return Tolerance(rel_fro=1.6e-2, max_rel=1.6e-2)
+
+
 def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = None) -> list[Any]:
     """Why a configuration is invalid or not worth compiling; with ``problem``, also the checks
     that depend on the shape (split-K and the persistent loop)."""
@@ -77,12 +95,6 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
     def shared_memory(c: Mapping[str, Any]) -> str | None:
         used = smem_bytes(c, dtype)
         return f"shared memory: {used} B > {limit} B per block" if used > limit else None
-
-    def registers(c: Mapping[str, Any]) -> str | None:
-        acc = c["block_m"] * c["block_n"] // c["threads"]
-        if acc > MAX_ACCUMULATORS_PER_THREAD:
-            return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
-        return None
 
     def lowering(c: Mapping[str, Any]) -> str | None:
         tma, ws = c.get("tma", True), c.get("warp_specialize", "on")
@@ -151,6 +163,11 @@ class GemmOp(Operator):
         Param("dtype", str, default="float16", choices=DTYPES),
         Param("layout", str, default="nn", choices=LAYOUTS, help="nn: B is KxN; nt: B is NxK"),
     )
+    examples = (
+        dict(m=256, n=256, k=256),
+        dict(m=17, n=33, k=65, dtype="bfloat16", layout="nt"),
+        dict(m=1000, n=1500, k=500, layout="nt"),
+    )
 
     def space(self, problem: Problem, target: Target) -> Space:
         """The knobs; ``split_k`` and ``persistent`` only take values some tile shape can use
@@ -176,10 +193,11 @@ class GemmOp(Operator):
         ]
         return Space(knobs, constraints(problem["dtype"], target, problem))
 
-    def program(self, problem: Problem, config: Config, num_sms: int = 132) -> Any:
+    def program(self, problem: Problem, config: Config, target: Target) -> Any:
         knobs = {k: v for k, v in config.items() if k != "warp_specialize"}
         return gemm_program(
-            problem["m"], problem["n"], problem["k"], problem["dtype"], problem["layout"], **knobs, num_sms=num_sms
+            problem["m"], problem["n"], problem["k"], problem["dtype"], problem["layout"], **knobs,
+            num_sms=target.num_sms,
         )
 
     def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
@@ -200,7 +218,7 @@ class GemmOp(Operator):
 
         logging.getLogger("tilelang").setLevel(logging.WARNING)  # TileLang logs as "tilelang"
         kernel = tilelang.compile(
-            self.program(problem, config, num_sms=target.num_sms),
+            self.program(problem, config, target),
             target=target.tvm(),
             pass_configs=self.pass_configs(problem, config) or None,
         )
@@ -251,10 +269,22 @@ class GemmOp(Operator):
         return float((m * k + k * n + m * n) * element_bytes(problem["dtype"]))
 
     def tolerance(self, problem: Problem, config: Config) -> Tolerance:
-        # the output is rounded to 16 bits: unit roundoff 2^-11 (fp16) or 2^-8 (bf16), 4x margin
-        if problem["dtype"] == "float16":
-            return Tolerance(rel_fro=2e-3, max_rel=2e-3)
-        return Tolerance(rel_fro=1.6e-2, max_rel=1.6e-2)
+        return output_tolerance(problem["dtype"])
+
+    # -- performance knowledge (search_spaces/gemm_model.py) --
+
+    hint_kinds = ("carver",)
+
+    def features(self, problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> dict[str, float]:
+        return gemm_model.features(problem, config, target)
+
+    def estimate(self, problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> float:
+        return gemm_model.estimate(problem, config, target)
+
+    def hints(self, problem: Problem, space: Space, target: Target, *, kind: str, n: int) -> list[Config]:
+        if kind != "carver":
+            return super().hints(problem, space, target, kind=kind, n=n)
+        return gemm_model.carver_hints(problem, space, target, n)
 
 
 class SplitKGemm:

@@ -152,7 +152,7 @@ def _lowered(problem, knobs):
     target = H100.tvm()
     c = config(**knobs)
     with tvm.transform.PassContext(config=op.pass_configs(problem, c)), target:
-        return tilelang.lower(op.program(problem, c, num_sms=H100.num_sms), target=target).kernel_source
+        return tilelang.lower(op.program(problem, c, H100), target=target).kernel_source
 
 
 def test_each_knob_changes_the_lowered_kernel_as_intended():

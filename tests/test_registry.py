@@ -41,3 +41,27 @@ def test_problem_validation():
         op.problem(m="x", n=1, k=1)
     with pytest.raises(ProblemError, match="not one of"):
         op.problem(m=1, n=1, k=1, dtype="float32")
+
+
+def test_tune_takes_an_unregistered_operator_instance():
+    # regression: tune(op=<instance>) looked the op's name up in the registry, where "toy" is not
+    from tilesearch import tune
+    from tilesearch.testing.synthetic import SyntheticRunner
+    from tilesearch.testing.toy import ToyOp
+
+    assert "toy" not in registry.available()
+    runner = SyntheticRunner()
+    result = tune(ToyOp(), {"size": 64}, runner=runner, storage=":memory:", trials=3, progress=False)
+    assert result.measured_now == 3
+    assert {c.op_ref for c in runner.calls} == {"tilesearch.testing.toy:ToyOp"}
+    assert registry.ref(registry.load("gemm")) == "gemm"
+
+
+def test_an_operator_class_workers_cannot_import_is_refused():
+    from tilesearch.testing.toy import ToyOp
+
+    class Local(ToyOp):
+        pass
+
+    with pytest.raises(registry.OperatorError, match="cannot import it"):
+        registry.ref(Local())

@@ -1,16 +1,11 @@
 import numpy as np
 import pytest
 
+from search_spaces.gemm_model import estimate as gemm_estimate
+from search_spaces.gemm_model import features as gemm_features
+from search_spaces.gemm_model import warp_grid
 from tilesearch import registry, tune
-from tilesearch.cost_model import (
-    Featurizer,
-    TrainingGroup,
-    XGBRanker,
-    gemm_estimate,
-    gemm_features,
-    relevance,
-)
-from tilesearch.cost_model.features import warp_grid
+from tilesearch.cost_model import Featurizer, TrainingGroup, XGBRanker, relevance
 from tilesearch.database import TuningDatabase
 from tilesearch.runner import ReplayRunner
 from tilesearch.strategy import SearchContext, UnknownStrategyError, XGBStrategy, create

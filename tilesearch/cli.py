@@ -100,7 +100,7 @@ def _load_problem(pairs: dict[str, str], settings_keys: tuple[str, ...] = ()) ->
             known = ", ".join(p.name for p in op.params) + (", " + ", ".join(settings_keys) if settings_keys else "")
             raise UsageError(f"unknown key {unknown[0]!r}; {op.name} takes {known}")
         return op, op.problem(**pairs)
-    except (registry.UnknownOperatorError, ProblemError) as exc:
+    except (registry.UnknownOperatorError, registry.OperatorError, ProblemError) as exc:
         raise UsageError(str(exc)) from None
 
 

@@ -9,6 +9,12 @@ Call order, per candidate: :meth:`Operator.space` once per problem and target; :
 in a builder process (which calls :meth:`Operator.program` and :meth:`Operator.pass_configs`);
 then in the runner process :meth:`Operator.make_inputs`, :meth:`Operator.make_outputs`, the
 kernel as ``kernel(*inputs, *outputs)``, :meth:`Operator.reference` and :meth:`Operator.baseline`.
+
+What an operator knows about its own performance it says through optional hooks with neutral
+defaults, so the search machinery holds no operator's name: :meth:`Operator.features` (analytic
+cost-model features), :meth:`Operator.estimate` (the cost model's prior) and
+:meth:`Operator.hints` (configurations to try first). A strategy calls them in the tuning process,
+for the problem being tuned and for the problems it transfers from.
 """
 
 from __future__ import annotations
@@ -24,6 +30,10 @@ from tilesearch.target import Target
 
 class ProblemError(ValueError):
     """A problem parameter is missing, unknown or out of range."""
+
+
+class HintError(ValueError):
+    """The operator offers no hints of that kind."""
 
 
 @dataclass(frozen=True)
@@ -156,8 +166,9 @@ class Operator(abc.ABC):
         """The knob space for ``problem`` on ``target``, constraints included."""
 
     @abc.abstractmethod
-    def program(self, problem: Problem, config: Config) -> Any:
-        """The tile program (a TileLang ``PrimFunc``) for one configuration."""
+    def program(self, problem: Problem, config: Config, target: Target) -> Any:
+        """The tile program (a TileLang ``PrimFunc``) for one configuration, compiled for
+        ``target`` (its SM count sizes a persistent launch, say)."""
 
     def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
         """TileLang pass configurations for one configuration (none by default)."""
@@ -172,7 +183,7 @@ class Operator(abc.ABC):
         logging.getLogger("tilelang").setLevel(logging.WARNING)  # TileLang logs as "tilelang"
 
         return tilelang.compile(
-            self.program(problem, config),
+            self.program(problem, config, target),
             target=target.tvm(),
             pass_configs=self.pass_configs(problem, config) or None,
         )
@@ -204,3 +215,34 @@ class Operator(abc.ABC):
     @abc.abstractmethod
     def tolerance(self, problem: Problem, config: Config) -> Tolerance:
         """Errors accepted for ``config`` against the reference."""
+
+    # -- optional, neutral by default: what the operator knows about its performance, and examples --
+
+    hint_kinds: ClassVar[tuple[str, ...]] = ()
+    """The kinds of :meth:`hints` the operator offers (``"carver"``...)."""
+
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ()
+    """A few small problems that the operator conformance suite (:mod:`tilesearch.testing.operators`)
+    checks, the first one also compiled with nvcc: include sizes that are multiples of no tile."""
+
+    def features(self, problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> dict[str, float]:
+        """Analytic cost-model features of one configuration (tiles, waves, intensity...), added
+        to the knob values and problem parameters that every operator gets. ``config`` has the
+        operator's :attr:`defaults` filled in. None by default."""
+        return {}
+
+    def estimate(self, problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> float:
+        """Throughput of one configuration relative to the GPU's peak, in (0, 1], from an
+        analytic model: the cost model's prior, of which only the order it gives to the
+        configurations of one problem matters. ``1.0`` for all (a flat prior) by default."""
+        return 1.0
+
+    def hints(self, problem: Problem, space: Space, target: Target, *, kind: str, n: int) -> list[Config]:
+        """Up to ``n`` distinct valid configurations of ``space`` that a model of ``target``
+        recommends, best first (``kind`` is one of :attr:`hint_kinds`).
+
+        Raises:
+            HintError: the operator offers no hints of that kind.
+        """
+        offered = ", ".join(self.hint_kinds) or "none"
+        raise HintError(f"unknown hints {kind!r} for op {self.name!r}; it offers: {offered}")

@@ -137,8 +137,8 @@ def tune(
     if isinstance(runner, str):
         overrides["runner"] = runner
         runner = None
-    operator = registry.load(op) if isinstance(op, str) else op
-    op_ref = op if isinstance(op, str) else operator.name
+    operator = registry.load(op) if isinstance(op, str) else registry.check(op)
+    op_ref = op if isinstance(op, str) else registry.ref(op)
     setting_keys = set(TuneSettings.keys())
     settings = replace(settings or TuneSettings(), **{k: v for k, v in overrides.items() if k in setting_keys})
     raw = {k: v for k, v in overrides.items() if k not in setting_keys}
@@ -172,7 +172,7 @@ def tune(
                         sampler=search.sampler(), heartbeat=settings.heartbeat)
         notes = _earlier_studies(db, problem, target)
         db.fail_stale()
-        loop = _Loop(op_ref, problem, space, target, db, search, builder, runner, settings)
+        loop = _Loop(operator, op_ref, problem, space, target, db, search, builder, runner, settings)
         loop.run()
         final = db.final()
         if settings.retime and final is None:  # none yet, or trials were measured after it
@@ -250,10 +250,10 @@ def _earlier_studies(db: TuningDatabase, problem: Problem, target: Target) -> li
 
 
 class _Loop:
-    def __init__(self, op_ref, problem, space, target, db, search, builder, runner, settings) -> None:
+    def __init__(self, operator, op_ref, problem, space, target, db, search, builder, runner, settings) -> None:
         self.op_ref, self.problem, self.space, self.target = op_ref, problem, space, target
         self.db, self.search, self.builder, self.runner = db, search, builder, runner
-        self.context = SearchContext(registry.load(op_ref), problem, space, target, db, settings.seed)
+        self.context = SearchContext(operator, problem, space, target, db, settings.seed)
         self.fallback = RandomStrategy(settings.seed)
         self.trials = settings.trials
         self.budget = max(0, settings.trials - db.evaluated())

@@ -128,7 +128,7 @@ def export(
 
     Returns the metadata written. Raises :class:`NoTrialError` if there is no correct trial.
     """
-    operator = registry.load(op) if isinstance(op, str) else op
+    operator = registry.load(op) if isinstance(op, str) else registry.check(op)
     if problem is None:
         problem = operator.problem(**params)
     elif not isinstance(problem, Problem):

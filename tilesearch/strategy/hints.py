@@ -1,36 +1,33 @@
 """Seeding a search with analytic recommendations: the first proposals of any strategy can be
 configurations that a model of the hardware recommends, before the strategy chooses.
 
-``carver``: TileLang's Carver (``tilelang.carver``, ROLLER-style tile analysis) recommends
-block shapes and a reduction step for a matmul on the target; each hint becomes the valid
-configuration of the space with that ``block_m x block_n`` (and the largest ``block_k`` not
-above the hint's reduction step) whose other knobs are closest to common defaults. Carver needs
-no GPU here: the device it models is described from the :class:`~tilesearch.target.Target`.
-Optuna-sampled strategies receive the hints through ``enqueue_trial`` (the tuner opens every
-fixed proposal that way), so TPE and GP learn from them like from their own trials.
+The operator computes them (:meth:`~tilesearch.op.Operator.hints`, with the kinds it lists in
+``hint_kinds``): GEMM offers ``carver``, TileLang's Carver (``tilelang.carver``, ROLLER-style tile
+analysis) recommending block shapes and a reduction step for a matmul on the target. Carver
+needs no GPU here: :func:`carver_device` describes the device it models from the
+:class:`~tilesearch.target.Target`. Optuna-sampled strategies receive the hints through
+``enqueue_trial`` (the tuner opens every fixed proposal that way), so TPE and GP learn from them
+like from their own trials.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import optuna
 
-from tilesearch.op import Problem
-from tilesearch.space import Config, Space
+from tilesearch.op import HintError
+from tilesearch.space import Config
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
 from tilesearch.strategy.enumerated import candidate_key
 from tilesearch.target import Target
 
-GEMM_DEFAULTS = {"num_stages": 3, "panel_size": 8, "warp_policy": "square"}
+__all__ = ["HintError", "Hinted", "carver_device"]
 
 
-class HintError(ValueError):
-    """No hints of that kind for this op."""
-
-
-def _carver_device(target: Target) -> Any:
+def carver_device(target: Target) -> Any:
+    """Carver's model of a CUDA device (``tilelang.carver.arch.CUDA``) built from ``target``
+    instead of from a live GPU, for operators whose hints come from Carver."""
     import tilelang  # noqa: F401  (before tvm)
     import tvm
     from tilelang.carver.arch import CUDA
@@ -59,54 +56,18 @@ def _carver_device(target: Target) -> Any:
     return ModelledCUDA()
 
 
-def carver_gemm(problem: Problem, space: Space, target: Target, n: int = 8) -> list[Config]:
-    """Up to ``n`` distinct valid configurations from Carver's matmul hints, best first."""
-    from tilelang import carver
-
-    if problem.op != "gemm":
-        raise HintError(f"carver hints are implemented for gemm, not {problem.op}")
-    template = carver.MatmulTemplate(
-        M=problem["m"], N=problem["n"], K=problem["k"], in_dtype=problem["dtype"], accum_dtype="float32",
-        out_dtype=problem["dtype"], trans_B=problem.get("layout") == "nt",
-    ).with_arch(_carver_device(target))
-    valid = list(space.enumerate())
-    out: list[Config] = []
-    for hint in template.recommend_hints(topk=4 * n):
-        bm, bn = (int(v) for v in hint.block[:2])
-        rstep = int(hint.rstep[0]) if hint.rstep else 0
-        same = [c for c in valid if c["block_m"] == bm and c["block_n"] == bn]
-        ks = sorted({c["block_k"] for c in same if c["block_k"] <= rstep}) or sorted({c["block_k"] for c in same})
-        if not same:
-            continue
-        pick = min((c for c in same if c["block_k"] == ks[-1]), key=lambda c: _distance(c, bm * bn))
-        if pick not in out:
-            out.append(pick)
-        if len(out) == n:
-            break
-    return out
-
-
-def _distance(config: Mapping[str, Any], tile: int) -> tuple:
-    wanted = {**GEMM_DEFAULTS, "threads": 256 if tile >= 128 * 128 else 128}
-    return tuple(config.get(k) != v for k, v in wanted.items())
-
-
-HINTS: dict[str, Callable[[Problem, Space, Target, int], list[Config]]] = {"carver": carver_gemm}
-
-
 class Hinted(Strategy):
     """Proposes the hinted configurations first (those not measured yet), then what ``inner``
-    proposes. The hints are computed on the first call.
+    proposes. The hints are the operator's, computed on the first call (which raises
+    :class:`HintError` if the operator offers no hints of that kind).
 
     Args:
         inner: the strategy that takes over.
-        kind: a key of :data:`HINTS`.
+        kind: one of the operator's ``hint_kinds``.
         n: how many hints to try.
     """
 
     def __init__(self, inner: Strategy, kind: str = "carver", n: int = 8) -> None:
-        if kind not in HINTS:
-            raise HintError(f"unknown hints {kind!r}; choose one of {', '.join(HINTS)}")
         self.inner, self.kind, self.n = inner, kind, n
         self.name = inner.name
         self.hints: list[Config] | None = None
@@ -116,7 +77,7 @@ class Hinted(Strategy):
 
     def propose(self, context: SearchContext, n: int) -> list[Proposal]:
         if self.hints is None:
-            self.hints = HINTS[self.kind](context.problem, context.space, context.target, self.n)
+            self.hints = context.op.hints(context.problem, context.space, context.target, kind=self.kind, n=self.n)
         taken = context.taken()
         first = [Proposal(c) for c in self.hints if candidate_key(context, c) not in taken][:n]
         return first + (self.inner.propose(context, n - len(first)) if len(first) < n else [])

@@ -4,7 +4,7 @@ the space is too big to list; a space whose constraints reject so much that samp
 takes more than ``max_draws`` draws is listed after all, up to ``max_listed_sparse``
 configurations before constraints); the best-scored ones go to the builder, with a share ``epsilon``
 of random picks to keep exploring. The model's trees are added to the op's analytic estimate
-(:data:`tilesearch.cost_model.ESTIMATE`, a roofline for GEMM) scaled by ``prior``, so they
+(the operator's :meth:`~tilesearch.op.Operator.estimate`, a roofline for GEMM) scaled by ``prior``, so they
 learn what the estimate gets wrong. Before the model has ``init`` measurements of its own it
 measures an initial design: configurations the estimate ranks near the top, each as unlike
 those already picked as possible (differing in the most knobs), so that the first model sees
@@ -142,9 +142,7 @@ class XGBStrategy(Strategy):
                 "objective": self.settings.objective, "transfer": [g.source for g in self.sources]}
 
     def _setup(self, context: SearchContext) -> None:
-        self.featurizer = Featurizer(
-            context.problem.op, context.op.space(context.problem, context.target), context.op.defaults
-        )
+        self.featurizer = Featurizer(context.op, context.op.space(context.problem, context.target))
         self.listed = False
         if context.space.size <= self.max_listed:
             self._list(context)

@@ -43,6 +43,7 @@ class FaultyOp(Operator):
     name = "faulty"
     description = "y = 2x + 1 with a knob that makes kernels hang, crash, lie or not compile (tests only)"
     params = (Param("n", int, default=1 << 20, minimum=1, help="elements"),)
+    examples = ({"n": 1000},)
 
     def space(self, problem: Problem, target: Target) -> Space:
         def divides(c: dict) -> str | None:
@@ -57,7 +58,7 @@ class FaultyOp(Operator):
             [divides],
         )
 
-    def program(self, problem: Problem, config: Config) -> Any:
+    def program(self, problem: Problem, config: Config, target: Target) -> Any:
         return faulty_program(problem["n"], **config)
 
     def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:

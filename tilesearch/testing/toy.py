@@ -18,6 +18,7 @@ class ToyOp(Operator):
     name = "toy"
     description = "knob space only, for tests"
     params = (Param("size", int, minimum=1),)
+    examples = ({"size": 64},)
 
     def space(self, problem: Problem, target: Target) -> Space:
         def area(c: dict) -> str | None:
@@ -34,7 +35,7 @@ class ToyOp(Operator):
             [area],
         )
 
-    def program(self, problem: Problem, config: Config) -> Any:
+    def program(self, problem: Problem, config: Config, target: Target) -> Any:
         raise NotImplementedError("the toy op has no kernel")
 
     def make_inputs(self, problem: Problem, device: Any, generator: Any) -> tuple[Any, ...]:
@@ -53,4 +54,4 @@ class ToyOp(Operator):
         return float(problem["size"])
 
     def tolerance(self, problem: Problem, config: Config) -> Tolerance:
-        return Tolerance(0.0, 0.0)
+        return Tolerance(1e-6, 1e-6)

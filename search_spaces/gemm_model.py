@@ -1,0 +1,212 @@
+"""What GEMM knows about its own performance: analytic cost-model features, the roofline prior
+and Carver's recommendations, which :class:`~search_spaces.gemm.GemmOp` offers through the
+operator hooks (:meth:`~tilesearch.op.Operator.features`, ``estimate`` and ``hints``).
+
+The features describe how the tiles fill the GPU (tiles, waves over the SM count, last-wave
+occupancy, shared memory and blocks per SM), how much data a tile reuses (arithmetic intensity),
+the pipeline (K iterations against stages), the warp layout, the swizzle's L2 footprint and the
+dtype. Other tile-GEMM-like operators (the grouped GEMM plugin) reuse :func:`warp_grid`,
+:data:`MACHINE_BALANCE` and the occupancy limits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from tilesearch.cost_model import log2_feature
+from tilesearch.op import Problem
+from tilesearch.space import Config, Space
+from tilesearch.target import Target
+
+MAX_THREADS_PER_SM = 2048
+REGISTERS_PER_SM = 65536
+MAX_BLOCKS_PER_SM = 32
+CARVER_DEFAULTS = {"num_stages": 3, "panel_size": 8, "warp_policy": "square"}
+"""Knob values a Carver hint leaves open are chosen as close to these as the space allows."""
+
+
+def warp_grid(policy: str, warps: int, block_m: int, block_n: int, *, wgmma: bool = False) -> tuple[int, int]:
+    """Warps along M and N that TileLang's warp policies give (``GemmWarpPolicy``'s partition).
+
+    With ``wgmma`` (Hopper warp-group MMA: four warps stacked along M, 16 rows each) the warps
+    go in groups of four: ``full_row`` puts as many groups along M as divide ``block_m``,
+    ``full_col`` and ``square`` keep one group along M and the rest along N (``square`` scores
+    the split by how close the per-warp aspect is to the tile's, and one group along M always
+    wins). So with one warp group every policy is the same kernel, and with two ``square`` is
+    ``full_col``. Without ``wgmma``: single warps, 16 rows by 8 columns each.
+    """
+    if wgmma and warps % 4 == 0:
+        m_warps = 4
+        if policy == "full_row":
+            m_warps = next((c for c in range(warps, 3, -4) if block_m % (c * 16) == 0), 4)
+        elif policy == "square":
+            best = math.inf
+            for c in range(4, min(warps, block_m // 16) + 1, 4):
+                if warps % c or warps // c > block_n // 8:
+                    continue
+                score = abs((block_m / (c * 16)) / (block_n / (warps // c * 8)) - block_m / block_n)
+                if score < best:
+                    best, m_warps = score, c
+        return m_warps, warps // m_warps
+    if policy == "full_row":
+        return warps, 1
+    if policy == "full_col":
+        return 1, warps
+    best = (warps, 1)
+    for wm in (d for d in range(1, warps + 1) if warps % d == 0):
+        wn = warps // wm
+        if block_m % wm or block_n % wn:
+            continue
+        if abs(block_m / wm - block_n / wn) < abs(block_m / best[0] - block_n / best[1]):
+            best = (wm, wn)
+    return best
+
+
+# Peak 16-bit tensor-core FLOP/s over the bandwidth that feeds the SMs from L2, in FLOP per byte:
+# a tile whose operand loads bring fewer FLOPs per byte than this waits on memory. H100 SXM:
+# about 989 TFLOP/s dense over about 11 TB/s; A100: 312 TFLOP/s over about 5 TB/s. Rough figures:
+# only the order they give to tile shapes of one problem matters, the model learns the rest.
+MACHINE_BALANCE = {"sm_90": 90.0, "sm_90a": 90.0, "sm_80": 60.0, "sm_86": 60.0, "sm_89": 60.0}
+
+
+def _is_hopper(target: Target) -> bool:
+    return target.arch.startswith("sm_9")
+
+
+def estimate(problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> float:
+    """Throughput of a GEMM configuration relative to the GPU's peak, from a two-level roofline
+    (an analytic prior for the cost model, not a prediction of its own).
+
+    The busiest SM computes ``ceil(blocks / SMs)`` tiles, so the GPU does ``blocks / (SMs x
+    ceil(blocks / SMs))`` of the work it could (quantization over SMs, not over occupancy slots:
+    co-resident blocks share one SM's tensor cores); each tile runs at ``min(1, intensity /
+    balance)`` of the SM's peak, ``intensity = block_m x block_n / (block_m + block_n)`` FLOP
+    per byte of A and B brought in; work on the padding of edge tiles is wasted.
+    """
+    m, n, k = problem["m"], problem["n"], problem["k"]
+    bm, bn, bk = config["block_m"], config["block_n"], config["block_k"]
+    split = config.get("split_k", 1)
+    tiles_m, tiles_n = math.ceil(m / bm), math.ceil(n / bn)
+    blocks = tiles_m * tiles_n * split
+    sms = target.num_sms
+    sm_share = blocks / (sms * math.ceil(blocks / sms))
+    intensity = bm * bn / (bm + bn)
+    roofline = min(1.0, intensity / MACHINE_BALANCE.get(target.arch, 64.0))
+    k_tiles = math.ceil(math.ceil(k / bk) / split) * split
+    useful = (m * n * k) / (tiles_m * bm * tiles_n * bn * k_tiles * bk)
+    return sm_share * roofline * useful
+
+
+def features(problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> dict[str, float]:
+    """Analytic features of one GEMM configuration on ``target``."""
+    m, n, k = problem["m"], problem["n"], problem["k"]
+    bm, bn, bk = config["block_m"], config["block_n"], config["block_k"]
+    stages, threads, panel = config["num_stages"], config["threads"], config["panel_size"]
+    esize = 2
+    split = config.get("split_k", 1)
+    tiles_m, tiles_n = math.ceil(m / bm), math.ceil(n / bn)
+    tiles = tiles_m * tiles_n * split  # blocks: one per output tile and K slice
+    smem = stages * (bm + bn) * bk * esize
+    # with warp specialization TileLang adds a producer warp group to the consumer threads
+    launched = threads + (128 if config.get("warp_specialize", "on") != "off" and config.get("tma", True) else 0)
+    acc = bm * bn / threads
+    regs = min(255, acc + 40)
+    per_sm = min(
+        (target.smem_per_block + 1024) // max(smem, 1),
+        MAX_THREADS_PER_SM // launched,
+        REGISTERS_PER_SM // int(launched * regs),
+        MAX_BLOCKS_PER_SM,
+    )
+    per_sm = max(per_sm, 1)
+    slots = target.num_sms * per_sm
+    waves = tiles / slots
+    full_waves = math.ceil(waves)
+    last = (tiles - (full_waves - 1) * slots) / slots
+    sm_rounds = math.ceil(tiles / target.num_sms)
+    k_iters = math.ceil(math.ceil(k / bk) / split)
+    warps = threads // 32
+    wgmma = _is_hopper(target) and bm >= 64
+    wm, wn = warp_grid(str(config["warp_policy"]), warps, bm, bn, wgmma=wgmma)
+    wtm, wtn = bm / wm, bn / wn
+    groups_m = max(wm // 4, 1) if wgmma else wm
+    group_m, group_n = bm / groups_m, bn / (wn if wgmma else 1)  # the tile of one MMA issuer
+    if panel:
+        rows, cols = min(panel, tiles_m), min(tiles_n, math.ceil(slots / max(min(panel, tiles_m), 1)))
+    else:
+        rows, cols = math.ceil(min(slots, tiles) / tiles_n), min(slots, tiles_n)
+    footprint = (rows * bm + cols * bn) * k * esize
+    relative = estimate(problem, config, target)
+    return {
+        "is_bf16": float(problem.get("dtype") == "bfloat16"),
+        "nt": float(problem.get("layout") == "nt"),
+        "log2_flops": log2_feature(2.0 * m * n * k),
+        "log2_tiles": log2_feature(tiles),
+        "log2_tiles_m": log2_feature(tiles_m),
+        "log2_tiles_n": log2_feature(tiles_n),
+        "waves": waves,
+        "full_waves": float(full_waves),
+        "last_wave_occupancy": last,
+        "wave_efficiency": tiles / (full_waves * slots),
+        "sm_efficiency": tiles / (sm_rounds * target.num_sms),
+        "tiles_per_sm": tiles / target.num_sms,
+        "first_wave_sm_share": min(tiles, target.num_sms) / target.num_sms,
+        "smem_kb": smem / 1024,
+        "smem_share": smem / target.smem_per_block,
+        "blocks_per_sm": float(per_sm),
+        "warps_per_sm": float(per_sm * launched // 32),
+        "acc_per_thread": acc,
+        "tile_intensity": bm * bn / (bm + bn),
+        "tile_aspect": log2_feature(bm / bn),
+        "log2_k_iters": log2_feature(k_iters),
+        "k_iters_per_stage": k_iters / stages,
+        "stages_exceed_k": float(stages > k_iters),
+        "k_in_flight": float((stages - 1) * bk),
+        "pad_waste_mn": tiles_m * bm * tiles_n * bn / (m * n) - 1.0,
+        "pad_waste_k": k_iters * bk * split / k - 1.0,
+        "warp_tile_m": wtm,
+        "warp_tile_n": wtn,
+        "warp_tile_intensity": wtm * wtn / (wtm + wtn),
+        "mma_tile_m": group_m,
+        "mma_tile_n": group_n,
+        "mma_tile_intensity": group_m * group_n / (group_m + group_n),
+        "swizzle": float(panel > 0),
+        "log2_wave_l2_share": log2_feature(footprint / target.l2_bytes),
+        "bytes_per_flop": esize * (1 / bm + 1 / bn) / 2,
+        "log2_estimate": log2_feature(relative),
+    }
+
+
+def carver_hints(problem: Problem, space: Space, target: Target, n: int = 8) -> list[Config]:
+    """Up to ``n`` distinct valid configurations from Carver's matmul hints, best first: each hint
+    becomes the valid configuration with its ``block_m x block_n`` (and the largest ``block_k``
+    not above its reduction step) whose other knobs are closest to :data:`CARVER_DEFAULTS`."""
+    from tilelang import carver
+
+    from tilesearch.strategy.hints import carver_device
+
+    template = carver.MatmulTemplate(
+        M=problem["m"], N=problem["n"], K=problem["k"], in_dtype=problem["dtype"], accum_dtype="float32",
+        out_dtype=problem["dtype"], trans_B=problem.get("layout") == "nt",
+    ).with_arch(carver_device(target))
+    valid = list(space.enumerate())
+    out: list[Config] = []
+    for hint in template.recommend_hints(topk=4 * n):
+        bm, bn = (int(v) for v in hint.block[:2])
+        rstep = int(hint.rstep[0]) if hint.rstep else 0
+        same = [c for c in valid if c["block_m"] == bm and c["block_n"] == bn]
+        ks = sorted({c["block_k"] for c in same if c["block_k"] <= rstep}) or sorted({c["block_k"] for c in same})
+        if not same:
+            continue
+        pick = min((c for c in same if c["block_k"] == ks[-1]), key=lambda c: _distance(c, bm * bn))
+        if pick not in out:
+            out.append(pick)
+        if len(out) == n:
+            break
+    return out
+
+
+def _distance(config: Mapping[str, Any], tile: int) -> tuple:
+    wanted = {**CARVER_DEFAULTS, "threads": 256 if tile >= 128 * 128 else 128}
+    return tuple(config.get(k) != v for k, v in wanted.items())

@@ -151,19 +151,24 @@ def rounds(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
     timed_round(probe)  # first call: module load, allocations
     torch.cuda.synchronize()
     probe = [new_events() for _ in range(3)]
+    queued = time.perf_counter()
     for events in probe:
         timed_round(events)
+    host_round = (time.perf_counter() - queued) * 1e3 / 3  # ms the host takes to queue one round
     torch.cuda.synchronize()
     per_round = sum(s.elapsed_time(e) for events in probe for s, e in events) / 3
     per_round = max(per_round, 1e-3)
     for _ in range(int(settings.warmup_ms / per_round)):
         timed_round(new_events())
     enough = enough or (lambda samples: precise_enough(samples, settings, baseline=len(fns) > 1))
+    hold = _Hold(host_round, per_round)
 
     def take(batch: int) -> list[list[float]]:
         events_list = [new_events() for _ in range(batch)]
-        for events in events_list:
-            timed_round(events)
+        for chunk in range(0, batch, hold.chunk):
+            hold.spin()
+            for events in events_list[chunk:chunk + hold.chunk]:
+                timed_round(events)
         if busy is not None:
             busy()
         torch.cuda.synchronize()
@@ -172,6 +177,52 @@ def rounds(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
     first = int(min(max(settings.rep_ms / per_round, settings.min_reps), settings.max_reps))
     cap = int(min(max(settings.max_ms / per_round, first), settings.max_reps))
     return adaptive(take, first=first, cap=cap, enough=enough)
+
+
+class _Hold:
+    """Keeps the host ahead of the GPU while rounds are queued.
+
+    A round's events time whatever the GPU does between them. When the host queues rounds more
+    slowly than the GPU runs them (a kernel of a few microseconds behind a Python call, or a host
+    busy with compile processes), the GPU reaches a start event before the function's launch has
+    arrived, and the launch latency is timed as if it were the kernel's: on the H100 a 16x4096x4096
+    ``torch.matmul`` measured 24 us in one process and 40 us in the next. So before each chunk of
+    rounds the stream is held by a spin kernel (``torch.cuda._sleep``) long enough for the host to
+    queue the whole chunk; the GPU then runs the chunk back to back, as it would inside a model.
+    """
+
+    CHUNK_MS = 20.0  # host time to queue one chunk
+
+    def __init__(self, host_round_ms: float, gpu_round_ms: float) -> None:
+        import torch
+
+        self.chunk = max(1, int(self.CHUNK_MS / max(host_round_ms, 1e-4)))
+        # the host must stay ahead through the chunk: hold for the time it queues faster than the GPU runs
+        lead_ms = max(2 * host_round_ms, self.chunk * (1.5 * host_round_ms - gpu_round_ms))
+        self.cycles = int(lead_ms * _cycles_per_ms(torch))
+
+    def spin(self) -> None:
+        import torch
+
+        if self.cycles > 0:
+            torch.cuda._sleep(self.cycles)
+
+
+_CYCLES_PER_MS: list[float] = []
+
+
+def _cycles_per_ms(torch: Any) -> float:
+    """Spin-kernel cycles per millisecond on this GPU, measured once per worker."""
+    if not _CYCLES_PER_MS:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 2_000_000
+        torch.cuda._sleep(cycles)  # first launch loads the kernel
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        torch.cuda.synchronize()
+        _CYCLES_PER_MS.append(cycles / max(start.elapsed_time(end), 1e-3))
+    return _CYCLES_PER_MS[0]
 
 
 def adaptive(take: Callable[[int], list[list[float]]], *, first: int, cap: int,

@@ -1,7 +1,8 @@
 """Load: artifact directory (or a problem looked up in the database) -> :class:`Kernel`.
 
 Loading verifies the artifact's hashes, refuses a binary built for another GPU architecture,
-and opens ``kernel.so`` with TVM-FFI. It compiles nothing and does not import TileLang's compiler:
+and opens its libraries with TVM-FFI (one per kernel of a composite program, run in turn as a
+:class:`~tilesearch.composite.Composite` with the workspaces the metadata lists). It compiles nothing and does not import TileLang's compiler:
 the CUDA binary is embedded in the library, and only TVM's runtime library (shipped with
 TileLang) is needed to load it.
 """
@@ -16,11 +17,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from tilesearch.composite import Composite, Launch, Workspace, shape_from_json
 from tilesearch.deploy.artifact import (
-    LIBRARY,
     METADATA,
     ArtifactError,
     CorruptArtifactError,
+    Metadata,
     check_arch,
     read,
 )
@@ -72,12 +74,28 @@ def open_artifact(path: str | os.PathLike[str], arch: str | None = None) -> Any:
     device_arch = arch or _current_arch()
     if device_arch is not None:
         check_arch(metadata, device_arch, "the current CUDA device" if arch is None else "the requested architecture")
-    module = _load_library(path / LIBRARY)
-    try:
-        function = module[metadata.entry]
-    except (AttributeError, KeyError, RuntimeError):
-        raise CorruptArtifactError(f"{path / LIBRARY} has no function {metadata.entry!r}") from None
-    return Kernel(metadata, function, path)
+    return Kernel(metadata, program(metadata, path), path)
+
+
+def program(metadata: Metadata, path: Path) -> Composite:
+    """The artifact's launches as a :class:`Composite` of the functions in its libraries."""
+    modules: dict[str, Any] = {}
+    launches = []
+    for spec in metadata.launch_list:
+        if spec.library not in modules:
+            modules[spec.library] = _load_library(path / spec.library)
+        try:
+            function = modules[spec.library][spec.entry]
+        except (AttributeError, KeyError, RuntimeError):
+            raise CorruptArtifactError(f"{path / spec.library} has no function {spec.entry!r}") from None
+        launches.append(Launch(function, spec.args))
+    return Composite(
+        launches,
+        inputs=[t.name for t in metadata.inputs],
+        outputs=[t.name for t in metadata.outputs],
+        workspaces=[Workspace(w.name, shape_from_json(w.shape), w.dtype) for w in metadata.workspaces],
+        sizes={symbol: (str(where[0]), int(where[1])) for symbol, where in metadata.sizes.items()},
+    )
 
 
 def default_cache_dir() -> Path:

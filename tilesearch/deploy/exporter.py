@@ -220,12 +220,18 @@ def _params(operator: Operator, kernel: Any) -> list[tuple[str, tuple[int | str,
     found = []
     for var, param in zip(prim.params, kernel.params):
         buffer = prim.buffer_map.get(var)
-        name = buffer.name if buffer is not None else str(var.name)
-        shape = tuple(int(d) if _is_int(d) else str(d) for d in param.shape)
+        name = _text(buffer.name if buffer is not None else var.name)
+        shape = tuple(int(d) if _is_int(d) else _text(d) for d in param.shape)
         if not shape:
             raise ArtifactError(f"{operator.name}: parameter {name} is a scalar; only tensor arguments export")
         found.append((name, shape, str(param.torch_dtype()).removeprefix("torch.")))
     return found
+
+
+def _text(value: Any) -> str:
+    """A plain ``str``: TVM-FFI's ``String`` (what ``str`` of a TIR variable returns) crashes
+    the process when ``dataclasses.asdict`` deep-copies it."""
+    return "".join([str(value)])
 
 
 def _is_int(dim: Any) -> bool:
@@ -271,6 +277,16 @@ def tensor_specs(
     return inputs, outputs
 
 
+def _sizes(inputs: tuple[TensorSpec, ...]) -> dict[str, list[Any]]:
+    """Run-time dimension symbol -> ``[input name, axis]`` of its first appearance."""
+    sizes: dict[str, list[Any]] = {}
+    for spec in inputs:
+        for axis, dim in enumerate(spec.shape):
+            if isinstance(dim, str):
+                sizes.setdefault(dim, [spec.name, axis])
+    return sizes
+
+
 def _metadata(
     operator: Operator, problem: Problem, choice: Choice, program: Composite, libraries: dict[int, str]
 ) -> Metadata:
@@ -281,7 +297,7 @@ def _metadata(
 
     inputs, outputs = tensor_specs(operator, problem, program)
     launches = tuple(
-        LaunchSpec(libraries[id(launch.kernel)], str(launch.kernel.prim_func.attrs["global_symbol"]), launch.args)
+        LaunchSpec(libraries[id(launch.kernel)], _text(launch.kernel.prim_func.attrs["global_symbol"]), launch.args)
         for launch in program.launches
     )
     workspaces = tuple(TensorSpec(w.name, tuple(shape_to_json(w.shape)), w.dtype) for w in program.workspaces.specs)
@@ -300,7 +316,7 @@ def _metadata(
         outputs=outputs,
         launches=launches,
         workspaces=workspaces,
-        sizes={symbol: list(where) for symbol, where in program.sizes.items()},
+        sizes=_sizes(inputs),
         versions=found,
         tuned_with=dict(choice.attrs.get("versions", {})),
         gpu=choice.attrs["target"].get("gpu"),

@@ -59,9 +59,15 @@ def load(
     if path is not None:
         if op is not None or params:
             raise TypeError("load takes an artifact directory or op=... with the problem's parameters, not both")
-        return open_artifact(path, arch=arch)
+        from tilesearch.deploy.dispatch import is_dispatch, open_dispatch
+
+        return open_dispatch(path, arch=arch) if is_dispatch(path) else open_artifact(path, arch=arch)
     if op is None:
         raise TypeError("load needs an artifact directory, or op=... with the problem's parameters")
+    from tilesearch import ranges
+
+    if any(ranges.is_range(v) for v in params.values()):
+        return _load_range(op, arch, storage, cache_dir, params)
     return _load_tuned(op, arch, storage, study, cache_dir, params)
 
 
@@ -118,6 +124,34 @@ def _load_tuned(op: str, arch: str | None, storage: str | None, study: str | Non
             warnings.warn(f"{exc}; exporting it again", stacklevel=3)
     export(operator, problem, out=directory, storage=storage, study=choice.study, arch=choice.target.arch)
     return open_artifact(directory, arch=arch)
+
+
+def _load_range(op: str, arch: str | None, storage: str | None, cache_dir: Any, params: dict) -> Any:
+    """The tuned range's dispatch artifact, exported into the cache on first use."""
+    import hashlib
+    import json
+
+    from tilesearch import range_tuner, ranges, registry, versions
+    from tilesearch.deploy.dispatch import export_range, open_dispatch
+    from tilesearch.deploy.exporter import NoTrialError
+
+    operator = registry.load(op)
+    size_range, rest = ranges.parse(operator, params)
+    key = ranges.range_key(operator, size_range, rest)
+    device_arch = arch or _current_arch()
+    found = range_tuner.find(storage, operator.name, key, device_arch)
+    if not found:
+        raise NoTrialError(f"no tuned range {operator.name} {key} in the storage; run tilesearch tune with the range first")
+    result = max(found, key=lambda r: len(r.heldout))  # the certified one, if any
+    digest = hashlib.sha256(json.dumps(result.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+    directory = Path(cache_dir or default_cache_dir()) / f"{operator.name}-range-{digest}-{versions.tag()}"
+    if (directory / METADATA).is_file():
+        try:
+            return open_dispatch(directory, arch=arch)
+        except CorruptArtifactError as exc:
+            warnings.warn(f"{exc}; exporting it again", stacklevel=3)
+    export_range(result, directory)
+    return open_dispatch(directory, arch=arch)
 
 
 def _current_arch() -> str | None:

@@ -12,7 +12,7 @@ fixed proposal that way), so TPE and GP learn from them like from their own tria
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -99,27 +99,34 @@ class Hinted(Strategy):
     proposes. The hints are computed on the first call.
 
     Args:
-        inner: the strategy that takes over.
-        kind: a key of :data:`HINTS`.
+        inner: the strategy that takes over; ``None``: the search ends after the hints.
+        kind: a key of :data:`HINTS`, or the configurations themselves (those invalid in the
+            space are left out), e.g. the winners of neighbouring sizes of a range.
         n: how many hints to try.
     """
 
-    def __init__(self, inner: Strategy, kind: str = "carver", n: int = 8) -> None:
-        if kind not in HINTS:
+    def __init__(self, inner: Strategy | None, kind: str | Sequence[Config] = "carver", n: int = 8) -> None:
+        if isinstance(kind, str) and kind not in HINTS:
             raise HintError(f"unknown hints {kind!r}; choose one of {', '.join(HINTS)}")
         self.inner, self.kind, self.n = inner, kind, n
-        self.name = inner.name
+        self.name = inner.name if inner is not None else "hints"
         self.hints: list[Config] | None = None
 
     def sampler(self) -> optuna.samplers.BaseSampler | None:
-        return self.inner.sampler()
+        return self.inner.sampler() if self.inner is not None else optuna.samplers.RandomSampler(seed=0)
 
     def propose(self, context: SearchContext, n: int) -> list[Proposal]:
         if self.hints is None:
-            self.hints = HINTS[self.kind](context.problem, context.space, context.target, self.n)
+            if isinstance(self.kind, str):
+                self.hints = HINTS[self.kind](context.problem, context.space, context.target, self.n)
+            else:
+                self.hints = [dict(c) for c in self.kind if context.space.why_invalid(c) is None]
         taken = context.taken()
         first = [Proposal(c) for c in self.hints if candidate_key(context, c) not in taken][:n]
-        return first + (self.inner.propose(context, n - len(first)) if len(first) < n else [])
+        if len(first) >= n or self.inner is None:
+            return first
+        return first + self.inner.propose(context, n - len(first))
 
     def describe(self) -> dict[str, Any]:
-        return {**self.inner.describe(), "hints": self.kind}
+        inner = self.inner.describe() if self.inner is not None else {"name": self.name}
+        return {**inner, "hints": self.kind if isinstance(self.kind, str) else "listed"}

@@ -1,0 +1,168 @@
+"""A tuned range end to end on a synthetic runner (made-up latencies from
+``tilesearch.testing.synthetic.gemm_latency``: the bookkeeping is tested, not a GPU): sizes
+chosen, buckets from the cross-measured table, held-out regrets, the record in the storage, the
+dispatch artifact (with nvcc) and the dispatching kernel under ``torch.compile(dynamic=True)``."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from tilesearch import range_tuner
+from tilesearch.buckets import config_key
+from tilesearch.cli import main
+from tilesearch.deploy import BadTensorError, load
+from tilesearch.deploy.artifact import TensorSpec, content_hash
+from tilesearch.deploy.dispatch import Dispatch, export_range, read
+from tilesearch.deploy.kernel import Kernel
+from tilesearch.range_tuner import RangeSettings, certify, summary, tune_range
+from tilesearch.target import Target
+from tilesearch.testing.artifacts import gemm_metadata
+from tilesearch.testing.synthetic import SyntheticRunner, gemm_latency
+from tilesearch.tuner import TuneSettings
+
+SM90 = Target.from_arch("sm_90a", gpu="synthetic")
+N, K = 1024, 2048
+
+
+def runner(problem):
+    return SyntheticRunner(lambda config: gemm_latency(problem.to_dict(), config, SM90), SM90)
+
+
+def latency(m, config):
+    return gemm_latency({"m": m, "n": N, "k": K, "dtype": "float16", "layout": "nt"}, config, SM90)
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    root = tmp_path_factory.mktemp("range")
+    settings = TuneSettings(strategy="random", trials=5, progress=False, storage=f"sqlite:///{root / 'db.sqlite'}")
+    result = tune_range("gemm", {"m": "1..4096", "n": N, "k": K, "layout": "nt"}, settings=settings,
+                        ranges=RangeSettings(sizes=4), runner=runner)
+    certified = certify(result, settings=settings, heldout=4, runner=runner)
+    return root, settings, result, certified
+
+
+def test_sizes_include_the_ends_and_buckets_cover_the_range(tuned):
+    _, _, result, _ = tuned
+    sizes = list(result.studies)
+    assert sizes[0] == 1 and sizes[-1] == 4096 and 64 in sizes and len(sizes) <= 4
+    assert result.buckets[0].lo == 1 and result.buckets[-1].hi == 4096
+    for before, after in zip(result.buckets, result.buckets[1:]):
+        assert after.lo == before.hi + 1
+    assert sorted(s for b in result.buckets for s in b.tuned) == sizes
+    assert result.key == "m=1..4096,n=1024,k=2048,dtype=float16,layout=nt" and result.replayed
+
+
+def test_each_bucket_config_is_within_tolerance_at_its_tuned_sizes(tuned):
+    _, settings, result, _ = tuned
+    from tilesearch.database import TuningDatabase
+
+    for bucket in result.buckets:
+        for size in bucket.tuned:
+            best = TuningDatabase(settings.storage, result.studies[size]).best(1)[0].latency_ms
+            assert latency(size, bucket.config) <= (1 + result.tolerance) * best * (1 + 1e-9)
+
+
+def test_held_out_regrets_are_the_studies_figures(tuned):
+    _, _, result, certified = tuned
+    assert len(certified.heldout) == 4 and not set(r.size for r in certified.heldout) & set(result.studies)
+    for r in certified.heldout:
+        bucket = certified.buckets[r.bucket]
+        assert bucket.lo <= r.size <= bucket.hi
+        assert r.dispatched_ms == pytest.approx(latency(r.size, bucket.config))  # measured at that size
+        assert r.regret >= 0 and r.best_ms <= r.dispatched_ms
+    s = summary(certified.heldout)
+    assert s["measured"] == 4 and 0 <= s["median_regret"] <= s["max_regret"]
+
+
+def test_the_range_is_kept_in_the_storage_and_shown(tuned, capsys):
+    _, settings, _, certified = tuned
+    found = range_tuner.find(settings.storage, "gemm", certified.key, "sm_90a")
+    assert found == [certified]
+    assert main(["show", "op=gemm", "m=1..4096", f"n={N}", f"k={K}", "layout=nt", f"storage={settings.storage}"]) == 0
+    out = capsys.readouterr().out
+    assert "buckets" in out and f"m=1..{certified.buckets[0].hi}" in out and "regret: median" in out
+
+
+# --- the dispatching kernel, without a GPU ----------------------------------------------------
+
+
+def symbolic_kernel(config_hash):
+    meta = replace(gemm_metadata(n=N, k=K), inputs=(TensorSpec("A", ("m", K), "float16"), TensorSpec("B", (K, N), "float16")),
+                   outputs=(TensorSpec("C", ("m", N), "float16"),), sizes={"m": ["A", 0]}, content_hash="")
+    meta = replace(meta, config={"block_m": config_hash})
+    return Kernel(replace(meta, content_hash=content_hash(meta)), launch=None)
+
+
+def dispatch(launches):
+    kernels = [symbolic_kernel(64), symbolic_kernel(128)]
+    for kernel, name in zip(kernels, ("small", "large")):
+        kernel._launch = lambda *t, name=name: launches.append((name, t[0].shape[0]))
+    table = {"format": "tilesearch-dispatch/1", "op": "gemm", "name": "m", "lo": 1, "hi": 4096, "arch": "sm_90a",
+             "key": "m=1..4096", "buckets": [{"lo": 1, "hi": 128}, {"lo": 129, "hi": 4096}],
+             "content_hash": "ab" * 32}
+    return Dispatch(table, kernels)
+
+
+def test_dispatch_picks_the_bucket_by_size_and_refuses_sizes_outside():
+    launches = []
+    d = dispatch(launches)
+    for m in (1, 128, 129, 4096):
+        d._dispatch(torch.empty(m, K), torch.empty(K, N), torch.empty(m, N))
+    assert launches == [("small", 1), ("small", 128), ("large", 129), ("large", 4096)]
+    with pytest.raises(BadTensorError, match="m=4097 is outside the range 1..4096"):
+        d.bucket(4097)
+
+
+def test_dispatch_traces_once_for_every_m_under_dynamic_compile():
+    d = dispatch([])
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    weight = torch.empty(K, N, dtype=torch.float16, device="meta")
+    model = torch.compile(lambda x: torch.relu(d(x, weight)), fullgraph=True, dynamic=True, backend=backend)
+    for m in (3, 17, 200, 4000):
+        out = model(torch.empty(m, K, dtype=torch.float16, device="meta"))
+        assert out.shape == (m, N) and out.dtype == torch.float16
+    assert len(graphs) == 1  # one graph with a symbolic M: no recompilation per size
+    targets = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert torch.ops.tilesearch.gemm.default in targets or torch.ops.tilesearch.gemm in targets
+
+
+def test_symbolic_kernel_still_checks_static_dims_and_agreement():
+    kernel = symbolic_kernel(32)
+    a = torch.empty(5, K, dtype=torch.float16, device="meta")
+    with pytest.raises(BadTensorError, match="input B has shape"):
+        kernel(a, torch.empty(K + 1, N, dtype=torch.float16, device="meta"))
+    with pytest.raises(BadTensorError, match="output C has shape \\(6, 1024\\).*m=5"):
+        kernel(a, torch.empty(K, N, dtype=torch.float16, device="meta"),
+               out=torch.empty(6, N, dtype=torch.float16, device="meta"))
+
+
+# --- with nvcc: the dispatch artifact -----------------------------------------------------------
+
+
+@pytest.mark.nvcc
+def test_export_range_writes_one_artifact_with_run_time_m_kernels(tuned, monkeypatch):
+    root, settings, _, certified = tuned
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(root / "tilelang-cache"))
+    meta = export_range(certified, root / "dispatch")
+    assert read(root / "dispatch") == meta
+    assert [(b["lo"], b["hi"]) for b in meta["buckets"]] == [(b.lo, b.hi) for b in certified.buckets]
+    assert len(meta["heldout"]) == 4 and meta["summary"]["measured"] == 4
+    kernel = load(root / "dispatch", arch="sm_90a")
+    assert isinstance(kernel, Dispatch) and len(kernel.kernels) == len(certified.buckets)
+    for sub, bucket in zip(kernel.kernels, certified.buckets):
+        assert config_key(sub.metadata.config) == config_key(bucket.config)
+        assert sub.metadata.inputs[0].shape == ("m", K) and sub.metadata.sizes == {"m": ["A", 0]}
+        for w in sub.metadata.workspaces:  # split-K: rows follow M, rounded to the tile
+            assert w.shape[1] == f"m:{sub.metadata.config['block_m']}"
+    a = torch.empty(77, K, dtype=torch.float16, device="meta")
+    assert kernel(a, torch.empty(N, K, dtype=torch.float16, device="meta")).shape == (77, N)
+    same = load(op="gemm", m="1..4096", n=N, k=K, layout="nt", storage=settings.storage,
+                cache_dir=root / "kernels", arch="sm_90a")
+    assert isinstance(same, Dispatch) and same.table["buckets"] == meta["buckets"]

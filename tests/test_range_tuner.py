@@ -3,8 +3,6 @@
 chosen, buckets from the cross-measured table, held-out regrets, the record in the storage, the
 dispatch artifact (with nvcc) and the dispatching kernel under ``torch.compile(dynamic=True)``."""
 
-from dataclasses import replace
-
 import pytest
 import torch
 
@@ -12,12 +10,11 @@ from tilesearch import range_tuner
 from tilesearch.buckets import config_key
 from tilesearch.cli import main
 from tilesearch.deploy import BadTensorError, load
-from tilesearch.deploy.artifact import TensorSpec, content_hash
 from tilesearch.deploy.dispatch import Dispatch, export_range, read
 from tilesearch.deploy.kernel import Kernel
 from tilesearch.range_tuner import RangeSettings, certify, summary, tune_range
 from tilesearch.target import Target
-from tilesearch.testing.artifacts import gemm_metadata
+from tilesearch.testing.artifacts import meta_dispatch, symbolic_gemm_metadata
 from tilesearch.testing.synthetic import SyntheticRunner, gemm_latency
 from tilesearch.tuner import TuneSettings
 
@@ -88,21 +85,8 @@ def test_the_range_is_kept_in_the_storage_and_shown(tuned, capsys):
 # --- the dispatching kernel, without a GPU ----------------------------------------------------
 
 
-def symbolic_kernel(config_hash):
-    meta = replace(gemm_metadata(n=N, k=K), inputs=(TensorSpec("A", ("m", K), "float16"), TensorSpec("B", (K, N), "float16")),
-                   outputs=(TensorSpec("C", ("m", N), "float16"),), sizes={"m": ["A", 0]}, content_hash="")
-    meta = replace(meta, config={"block_m": config_hash})
-    return Kernel(replace(meta, content_hash=content_hash(meta)), launch=None)
-
-
-def dispatch(launches):
-    kernels = [symbolic_kernel(64), symbolic_kernel(128)]
-    for kernel, name in zip(kernels, ("small", "large")):
-        kernel._launch = lambda *t, name=name: launches.append((name, t[0].shape[0]))
-    table = {"format": "tilesearch-dispatch/1", "op": "gemm", "name": "m", "lo": 1, "hi": 4096, "arch": "sm_90a",
-             "key": "m=1..4096", "buckets": [{"lo": 1, "hi": 128}, {"lo": 129, "hi": 4096}],
-             "content_hash": "ab" * 32}
-    return Dispatch(table, kernels)
+def dispatch(launches=None):
+    return meta_dispatch(N, K, edges=(1, 129), hi=4096, launches=launches)
 
 
 def test_dispatch_picks_the_bucket_by_size_and_refuses_sizes_outside():
@@ -110,36 +94,36 @@ def test_dispatch_picks_the_bucket_by_size_and_refuses_sizes_outside():
     d = dispatch(launches)
     for m in (1, 128, 129, 4096):
         d._dispatch(torch.empty(m, K), torch.empty(K, N), torch.empty(m, N))
-    assert launches == [("small", 1), ("small", 128), ("large", 129), ("large", 4096)]
+    assert launches == [(0, 1), (0, 128), (1, 129), (1, 4096)]
     with pytest.raises(BadTensorError, match="m=4097 is outside the range 1..4096"):
         d.bucket(4097)
 
 
 def test_dispatch_traces_once_for_every_m_under_dynamic_compile():
-    d = dispatch([])
+    d = dispatch()
     graphs = []
 
     def backend(gm, example_inputs):
         graphs.append(gm)
         return gm
 
-    weight = torch.empty(K, N, dtype=torch.float16, device="meta")
+    weight = torch.empty(N, K, dtype=torch.float16, device="meta")
     model = torch.compile(lambda x: torch.relu(d(x, weight)), fullgraph=True, dynamic=True, backend=backend)
     for m in (3, 17, 200, 4000):
         out = model(torch.empty(m, K, dtype=torch.float16, device="meta"))
         assert out.shape == (m, N) and out.dtype == torch.float16
-    assert len(graphs) == 1  # one graph with a symbolic M: no recompilation per size
+    assert len(graphs) == 1  # one graph with a symbolic M: no recompilation per size (M=1 would be specialized once)
     targets = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
     assert torch.ops.tilesearch.gemm.default in targets or torch.ops.tilesearch.gemm in targets
 
 
 def test_symbolic_kernel_still_checks_static_dims_and_agreement():
-    kernel = symbolic_kernel(32)
+    kernel = Kernel(symbolic_gemm_metadata(N, K), launch=None)
     a = torch.empty(5, K, dtype=torch.float16, device="meta")
     with pytest.raises(BadTensorError, match="input B has shape"):
-        kernel(a, torch.empty(K + 1, N, dtype=torch.float16, device="meta"))
+        kernel(a, torch.empty(N, K + 1, dtype=torch.float16, device="meta"))
     with pytest.raises(BadTensorError, match="output C has shape \\(6, 1024\\).*m=5"):
-        kernel(a, torch.empty(K, N, dtype=torch.float16, device="meta"),
+        kernel(a, torch.empty(N, K, dtype=torch.float16, device="meta"),
                out=torch.empty(6, N, dtype=torch.float16, device="meta"))
 
 

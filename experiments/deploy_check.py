@@ -51,35 +51,11 @@ def pinned_space(op: Any, problem: Any, target: Any, knob: str, keep: Any) -> An
     return Space(knobs, space.constraints)
 
 
-def check_loaded(op: Any, problem: Any, kernel: Any, config: Any, target: Any) -> dict[str, Any]:
-    """The loaded artifact against the tuned program: eager, compiled, CUDA graph (bitwise)."""
-    import torch
-
-    gen = torch.Generator(device="cuda").manual_seed(1)
-    inputs = op.make_inputs(problem, "cuda", gen)
-    expected = op.make_outputs(problem, "cuda")[0]
-    op.build(problem, config, target)(*inputs, expected)
-    ref = op.reference(problem, inputs)[0]
-    out = {"eager": torch.equal(kernel(*inputs), expected)}
-    compiled = torch.compile(lambda *xs: kernel(*xs), fullgraph=True)
-    out["compile"] = torch.equal(compiled(*inputs), expected)
-    static = torch.empty_like(expected)
-    kernel(*inputs, out=static)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        kernel(*inputs, out=static)
-    static.zero_()
-    graph.replay()
-    torch.cuda.synchronize()
-    out["graph"] = torch.equal(static, expected)
-    out["rel_err_vs_float64"] = ((expected.double() - ref).norm() / ref.norm()).item()
-    return out
-
-
 def part_a(args: Any, log: Any) -> list[dict[str, Any]]:
     from tilesearch import registry
     from tilesearch.deploy import load
     from tilesearch.target import detect
+    from tilesearch.testing.deployed import matches_tuned
     from tilesearch.tuner import tune
 
     target = detect()
@@ -103,7 +79,7 @@ def part_a(args: Any, log: Any) -> list[dict[str, Any]]:
                           study=study)
             kernel = load(Path(args.work) / f"{name}-{knob}-{len(rows)}")
             row.update(launches=len(meta.launches), workspaces=[w.name for w in meta.workspaces])
-            row.update(check_loaded(op, problem, kernel, best.config, target))
+            row.update(matches_tuned(op, problem, kernel, best.config, target))
         except Exception as exc:  # noqa: BLE001 - recorded, the other parts go on
             row["error"] = f"{type(exc).__name__}: {exc}"
             log(traceback.format_exc())

@@ -15,6 +15,7 @@ from tilesearch.deploy import export, load
 from tilesearch.deploy.artifact import LIBRARY, read
 from tilesearch.space import Categorical, Space
 from tilesearch.target import Target
+from tilesearch.testing.deployed import matches_tuned
 from tilesearch.testing.synthetic import SyntheticRunner
 from tilesearch.tuner import tune
 
@@ -161,22 +162,5 @@ def test_gpu_loaded_composite_equals_the_tuned_program(composites, name):
     root, _, split, reduce, _ = composites
     meta = split if name == "split_k" else reduce
     op = registry.load(meta.op)
-    problem = op.problem(**meta.params)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    inputs = op.make_inputs(problem, "cuda", gen)
-    tuned = op.build(problem, meta.config, Target.from_arch("sm_90a"))
-    expected = op.make_outputs(problem, "cuda")[0]
-    tuned(*inputs, expected)
-    kernel = load(root / name)
-    assert torch.equal(kernel(*inputs), expected)
-    compiled = torch.compile(lambda *xs: kernel(*xs), fullgraph=True)
-    assert torch.equal(compiled(*inputs), expected)
-    static_out = torch.empty_like(expected)
-    kernel(*inputs, out=static_out)  # first call: module and workspaces loaded before capture
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        kernel(*inputs, out=static_out)
-    static_out.zero_()
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(static_out, expected)
+    found = matches_tuned(op, op.problem(**meta.params), load(root / name), meta.config, Target.from_arch("sm_90a"))
+    assert found["eager"] and found["compile"] and found["graph"], found

@@ -16,8 +16,6 @@ import bisect
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -50,16 +48,11 @@ def export_range(result: Any, out: str | os.PathLike[str]) -> dict[str, Any]:
     from tilesearch import registry
     from tilesearch.buckets import config_key
     from tilesearch.database import TuningDatabase
-    from tilesearch.deploy.exporter import Choice, _check_destination, write
+    from tilesearch.deploy.exporter import Choice, staged, write
     from tilesearch.range_tuner import summary
 
     operator = registry.load(result.op)
-    out = Path(out)
-    _check_destination(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    staging.chmod(0o755)
-    try:
+    with staged(out) as staging:
         artifacts: dict[str, str] = {}
         table = []
         for bucket in result.buckets:
@@ -83,12 +76,6 @@ def export_range(result: Any, out: str | os.PathLike[str]) -> dict[str, Any]:
         }
         metadata["content_hash"] = _content_hash(metadata)
         (staging / METADATA).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return metadata
 
 

@@ -9,10 +9,12 @@ a half-written artifact.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,15 +152,10 @@ def write(
 
     Writes through a staging directory, so an interrupted export leaves no half-written artifact.
     """
-    out = Path(out)
-    _check_destination(out)
     kernel = operator.build(problem, choice.record.config, choice.target, runtime=runtime) if runtime else (
         operator.build(problem, choice.record.config, choice.target))
     program = as_composite(operator, problem, kernel)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    staging.chmod(0o755)
-    try:
+    with staged(out) as staging:
         libraries: dict[int, str] = {}
         for launch in program.launches:
             if id(launch.kernel) not in libraries:
@@ -166,14 +163,27 @@ def write(
                 launch.kernel.export_library(str(staging / name))
                 libraries[id(launch.kernel)] = name
         (staging / SOURCE).write_text(program.get_kernel_source())
-        metadata = seal(staging, _metadata(operator, problem, choice, program, libraries))
+        return seal(staging, _metadata(operator, problem, choice, program, libraries))
+
+
+@contextlib.contextmanager
+def staged(out: str | os.PathLike[str]) -> Iterator[Path]:
+    """A staging directory beside ``out`` that replaces ``out`` when the block ends without an
+    error, and is removed when it raises: an interrupted export leaves no half-written artifact.
+    An existing artifact in ``out`` is replaced; another non-empty directory is refused."""
+    out = Path(out)
+    _check_destination(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    staging.chmod(0o755)
+    try:
+        yield staging
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return metadata
 
 
 def as_composite(operator: Operator, problem: Problem, kernel: Any) -> Composite:

@@ -117,13 +117,11 @@ def _load_tuned(op: str, arch: str | None, storage: str | None, study: str | Non
     device_arch = arch or _current_arch()
     choice = best_trial(operator, problem, storage=storage, study=study, arch=device_arch, gpu=_current_gpu())
     directory = Path(cache_dir or default_cache_dir()) / f"{operator.name}-{choice.record.key[:16]}-{versions.tag()}"
-    if (directory / METADATA).is_file():
-        try:
-            return open_artifact(directory, arch=arch)
-        except CorruptArtifactError as exc:
-            warnings.warn(f"{exc}; exporting it again", stacklevel=3)
-    export(operator, problem, out=directory, storage=storage, study=choice.study, arch=choice.target.arch)
-    return open_artifact(directory, arch=arch)
+    return _cached(
+        directory,
+        lambda: open_artifact(directory, arch=arch),
+        lambda: export(operator, problem, out=directory, storage=storage, study=choice.study, arch=choice.target.arch),
+    )
 
 
 def _load_range(op: str, arch: str | None, storage: str | None, cache_dir: Any, params: dict) -> Any:
@@ -145,13 +143,19 @@ def _load_range(op: str, arch: str | None, storage: str | None, cache_dir: Any, 
     result = max(found, key=lambda r: len(r.heldout))  # the certified one, if any
     digest = hashlib.sha256(json.dumps(result.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
     directory = Path(cache_dir or default_cache_dir()) / f"{operator.name}-range-{digest}-{versions.tag()}"
+    return _cached(directory, lambda: open_dispatch(directory, arch=arch), lambda: export_range(result, directory))
+
+
+def _cached(directory: Path, open_: Any, export: Any) -> Any:
+    """Opens the artifact in the cache ``directory``, exporting it there first if it is not
+    there or no longer matches its hashes."""
     if (directory / METADATA).is_file():
         try:
-            return open_dispatch(directory, arch=arch)
+            return open_()
         except CorruptArtifactError as exc:
-            warnings.warn(f"{exc}; exporting it again", stacklevel=3)
-    export_range(result, directory)
-    return open_dispatch(directory, arch=arch)
+            warnings.warn(f"{exc}; exporting it again", stacklevel=4)
+    export()
+    return open_()
 
 
 def _current_arch() -> str | None:

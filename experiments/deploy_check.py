@@ -201,7 +201,7 @@ def main() -> int:
     parser.add_argument("--out", default=os.environ.get("OUT", "out"))
     parser.add_argument("--work", default="/tmp/tilesearch-deploy")
     parser.add_argument("--pairs", default="4096x4096", help="(n)x(k) of the ranges of part b, comma-separated")
-    parser.add_argument("--trials", type=int, default=10, help="configurations per tuned size (parts b, c)")
+    parser.add_argument("--trials", type=int, default=8, help="configurations per tuned size (parts b, c)")
     parser.add_argument("--trials-a", type=int, default=16, help="configurations per composite problem")
     parser.add_argument("--sizes", type=int, default=4, help="sizes tuned per range (part b)")
     parser.add_argument("--mlp-sizes", type=int, default=3, help="sizes tuned per range (part c)")

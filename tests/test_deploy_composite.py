@@ -164,3 +164,26 @@ def test_gpu_loaded_composite_equals_the_tuned_program(composites, name):
     op = registry.load(meta.op)
     found = matches_tuned(op, op.problem(**meta.params), load(root / name), meta.config, Target.from_arch("sm_90a"))
     assert found["eager"] and found["compile"] and found["graph"], found
+
+
+def test_format_1_artifacts_still_read_as_one_launch(tmp_path):
+    """An artifact exported before composites (format 1: no launches, workspaces or sizes)."""
+    import hashlib
+    import json
+
+    from tilesearch.deploy.artifact import METADATA, SOURCE, file_digest
+    from tilesearch.testing.artifacts import gemm_metadata
+
+    (tmp_path / LIBRARY).write_bytes(b"placeholder")
+    (tmp_path / SOURCE).write_text("// placeholder\n")
+    data = gemm_metadata().to_dict()
+    for key in ("launches", "workspaces", "sizes"):
+        del data[key]
+    data.update(format="tilesearch-kernel/1", files={n: file_digest(tmp_path / n) for n in (LIBRARY, SOURCE)})
+    data.pop("content_hash")
+    data["content_hash"] = hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    (tmp_path / METADATA).write_text(json.dumps(data))
+    meta = read(tmp_path)
+    [launch] = meta.launch_list
+    assert (launch.library, launch.entry, launch.args) == (LIBRARY, "gemm", ("A", "B", "C"))
+    assert meta.workspaces == () and meta.sizes == {}

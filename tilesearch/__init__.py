@@ -3,6 +3,7 @@
 from tilesearch.database import TrialRecord, TuningDatabase
 from tilesearch.deploy import export, load
 from tilesearch.op import Operator, Param, Problem, Tolerance
+from tilesearch.range_tuner import RangeResult, RangeSettings, certify, tune_range
 from tilesearch.records import BuildResult, Candidate, RunResult, Status
 from tilesearch.space import Categorical, IntRange, PowerOfTwo, Space
 from tilesearch.target import Target
@@ -19,6 +20,8 @@ __all__ = [
     "Param",
     "PowerOfTwo",
     "Problem",
+    "RangeResult",
+    "RangeSettings",
     "RunResult",
     "Space",
     "Status",
@@ -28,7 +31,9 @@ __all__ = [
     "TuneResult",
     "TuneSettings",
     "TuningDatabase",
+    "certify",
     "export",
     "load",
     "tune",
+    "tune_range",
 ]

@@ -53,6 +53,8 @@ class Param:
                 if isinstance(raw, float) and raw != value:
                     raise ValueError
             except (TypeError, ValueError):
+                if isinstance(raw, str) and ".." in raw:
+                    raise ProblemError(f"{self.name}={raw} is a range: tune it with tilesearch.tune_range") from None
                 raise ProblemError(f"{self.name}={raw!r} is not an integer") from None
             if self.minimum is not None and value < self.minimum:
                 raise ProblemError(f"{self.name}={value} must be >= {self.minimum}")

@@ -114,7 +114,8 @@ def timed_regret(kernel: Any, params: dict[str, Any], storage: str, cache: Path)
             fn()
         errors = [((o.double() - ref).norm() / ref.norm()).item() for o in outs]
         ms = bench(fns, MeasureSettings(), torch.cuda.get_device_properties(0).L2_cache_size)
-        note = "errors vs float64: " + ", ".join(f"{e:.1e}" for e in errors)
+        wrong = "WRONG " if errors[0] > op.tolerance(problem, dispatched).rel_fro else ""
+        note = f"{wrong}errors vs float64 (dispatched, best, torch): " + ", ".join(f"{e:.1e}" for e in errors)
         return Regret(size, -1, ms[0], ms[1], baseline_ms=ms[2], how="timed", note=note)
 
     return measure
@@ -144,7 +145,8 @@ def part_b(args: Any, log: Any) -> list[dict[str, Any]]:
                                 measure=timed_regret(kernel, params, args.storage, Path(args.work) / "kernels"))
             meta = export_range(certified, Path(args.work) / f"range-{pair}")
             log(report(certified))
-            row.update(buckets=len(certified.buckets), tuned=list(certified.studies),
+            row.update(wrong=sum(r.note.startswith("WRONG") for r in certified.heldout),
+                       buckets=len(certified.buckets), tuned=list(certified.studies),
                        seconds=round(time.perf_counter() - start), **summary(certified.heldout),
                        heldout=meta["heldout"])
         except Exception as exc:  # noqa: BLE001
@@ -183,6 +185,7 @@ def table(results: dict[str, Any]) -> str:
             continue
         med, mx, vs = row["median_regret"], row["max_regret"], row["geomean_vs_baseline"]
         lines.append(f"b {row['pair']:<12} buckets={row['buckets']} tuned={row['tuned']} held-out={row['measured']} "
+                     f"wrong={row['wrong']} "
                      f"regret median {100 * (med or 0):.1f}% max {100 * (mx or 0):.1f}% "
                      f"vs torch.matmul {vs or 0:.2f}x ({row['seconds']} s)")
     for row in results.get("c", []):

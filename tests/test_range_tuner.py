@@ -150,3 +150,24 @@ def test_export_range_writes_one_artifact_with_run_time_m_kernels(tuned, monkeyp
     same = load(op="gemm", m="1..4096", n=N, k=K, layout="nt", storage=settings.storage,
                 cache_dir=root / "kernels", arch="sm_90a")
     assert isinstance(same, Dispatch) and same.table["buckets"] == meta["buckets"]
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+def test_gpu_dispatch_computes_every_m_and_traces_once(tuned, monkeypatch):
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the test artifact is compiled for sm_90a")
+    root, _, _, certified = tuned
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(root / "tilelang-cache"))
+    if not (root / "dispatch").exists():
+        export_range(certified, root / "dispatch")
+    kernel = load(root / "dispatch")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    b = torch.randn(N, K, device="cuda", generator=gen).half()
+    compiled = torch.compile(lambda x: kernel(x, b), fullgraph=True, dynamic=True)
+    for m in (1, 7, 64, 129, 1000, 4095, 4096):  # odd sizes leave partial tiles in every bucket
+        a = torch.randn(m, K, device="cuda", generator=gen).half()
+        ref = a.double() @ b.double().T
+        c = kernel(a, b)
+        assert ((c.double() - ref).norm() / ref.norm()).item() < 2e-3, m
+        assert torch.equal(compiled(a), c)

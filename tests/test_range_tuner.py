@@ -171,3 +171,12 @@ def test_gpu_dispatch_computes_every_m_and_traces_once(tuned, monkeypatch):
         c = kernel(a, b)
         assert ((c.double() - ref).norm() / ref.norm()).item() < 2e-3, m
         assert torch.equal(compiled(a), c)
+
+
+def test_a_range_without_any_correct_configuration_is_a_typed_error(tmp_path):
+    from tilesearch.range_tuner import NoBucketsError
+
+    settings = TuneSettings(strategy="random", trials=2, progress=False, storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    with pytest.raises(NoBucketsError, match="no correct configuration at any tuned size of gemm m=1..2"):
+        tune_range("gemm", {"m": "1..2", "n": 64, "k": 64}, settings=settings,
+                   runner=lambda problem: SyntheticRunner(lambda config: None, SM90))

@@ -146,6 +146,7 @@ def _key(op: str, rest: dict[str, Any], usage_error: type[Exception]) -> str:
 def _guarded(usage_error: type[Exception], run: Any) -> Any:
     from tilesearch.database import StorageError
     from tilesearch.op import ProblemError
+    from tilesearch.range_tuner import NoBucketsError
     from tilesearch.runner import NoDeviceError, UnknownRunnerError
     from tilesearch.strategy import UnknownStrategyError
 
@@ -153,5 +154,5 @@ def _guarded(usage_error: type[Exception], run: Any) -> Any:
         return run()
     except NoDeviceError as exc:
         raise usage_error(f"{exc}: tune measures on a CUDA GPU; run it on a machine with one") from None
-    except (StorageError, UnknownRunnerError, UnknownStrategyError, ProblemError) as exc:
+    except (StorageError, UnknownRunnerError, UnknownStrategyError, ProblemError, NoBucketsError) as exc:
         raise usage_error(str(exc)) from None

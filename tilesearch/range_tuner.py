@@ -39,6 +39,10 @@ from tilesearch.tuner import TuneResult, TuneSettings, tune
 RunnerFactory = Callable[[Problem], Runner]
 
 
+class NoBucketsError(LookupError):
+    """No tuned size of a range has a correct configuration, so there is nothing to bucket."""
+
+
 @dataclass(frozen=True)
 class RangeSettings:
     """How a range is tuned (``key=value`` on the command line, like the tuning settings).
@@ -158,12 +162,17 @@ def tune_range(
     """
     operator, size_range, rest, settings, ranges = _split(op, params, settings, ranges, overrides)
     tuned: dict[int, TuneResult] = {}
-    sizes = [size_range.lo, _geometric_middle(size_range), size_range.hi]
+    sizes = sorted({size_range.lo, _geometric_middle(size_range), size_range.hi})
     while True:
         for size in sizes:
             hints = [r.best[0].config for r in tuned.values() if r.best]
             tuned[size] = _tune_size(operator, size_range, rest, size, settings, runner, hints)
         table = _cross_measure(operator, size_range, rest, tuned, settings, runner)
+        if not table.latency:
+            raise NoBucketsError(
+                f"no correct configuration at any tuned size of {operator.name} "
+                f"{range_key(operator, size_range, rest)}; tune more trials per size"
+            )
         found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance)
         room = ranges.sizes - len(tuned)
         sizes = bucketing.next_sizes(found, list(tuned), room) if room > 0 else []

@@ -180,3 +180,15 @@ def test_a_range_without_any_correct_configuration_is_a_typed_error(tmp_path):
     with pytest.raises(NoBucketsError, match="no correct configuration at any tuned size of gemm m=1..2"):
         tune_range("gemm", {"m": "1..2", "n": 64, "k": 64}, settings=settings,
                    runner=lambda problem: SyntheticRunner(lambda config: None, SM90))
+
+
+def test_cli_tune_with_a_range_prints_buckets_and_regrets(monkeypatch, tmp_path, capsys):
+    real_tune, real_certify = range_tuner.tune_range, range_tuner.certify
+    monkeypatch.setattr(range_tuner, "tune_range", lambda *a, **k: real_tune(*a, runner=runner, **k))
+    monkeypatch.setattr(range_tuner, "certify", lambda *a, **k: real_certify(*a, runner=runner, **k))
+    code = main(["tune", "op=gemm", "m=1..512", f"n={N}", f"k={K}", "layout=nt", "strategy=random", "trials=3",
+                 "sizes=3", "heldout=2", "progress=false", f"storage=sqlite:///{tmp_path / 'db.sqlite'}"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "range: gemm m=1..512,n=1024,k=2048,dtype=float16,layout=nt on synthetic (sm_90a) [replayed]" in out
+    assert "tuned sizes: 1, 22, 512" in out and "held-out sizes" in out and "regret: median" in out

@@ -115,6 +115,7 @@ class RangeResult:
     buckets: tuple[Bucket, ...]
     heldout: tuple[Regret, ...] = ()
     replayed: bool = False
+    trials: int = 0
     storage: str | None = field(default=None, compare=False)
 
     @property
@@ -184,7 +185,7 @@ def tune_range(
         params=problem_at(operator, size_range, rest, size_range.lo).to_dict(),
         arch=first.target.arch, gpu=first.target.gpu, tolerance=ranges.tolerance,
         studies={s: r.study for s, r in sorted(tuned.items())}, buckets=tuple(found),
-        replayed=any(r.replayed for r in tuned.values()), storage=settings.storage,
+        replayed=any(r.replayed for r in tuned.values()), trials=settings.trials, storage=settings.storage,
     )
     save(result)
     return result
@@ -200,15 +201,16 @@ def certify(
 ) -> RangeResult:
     """Certifies a tuned range on held-out sizes (``heldout``: how many, or which).
 
-    Each held-out size is tuned like a range size (``settings.trials`` configurations, the
-    dispatched configuration among the first), so its study holds both that size's best and
+    Each held-out size is tuned like a range size (``settings.trials`` configurations, by
+    default as many as each size of the range had; the dispatched configuration among the first), so its study holds both that size's best and
     the dispatched configuration measured at it. ``measure(size, dispatched_config,
     best_config)`` may replace the figures by its own timing (the GPU experiment times the
     exported run-time-M kernel itself beside the best kernel and ``torch.matmul``). The result,
     with the regrets, is saved again.
     """
     operator = registry.load(result.op)
-    settings = replace(settings or TuneSettings(strategy="xgb"), storage=result.storage, study=None)
+    settings = settings or TuneSettings(strategy="xgb", trials=result.trials or TuneSettings.trials, progress=False)
+    settings = replace(settings, storage=result.storage, study=None)
     rest = {k: v for k, v in result.params.items() if k != result.name}
     size_range = result.size_range
     sizes = heldout if not isinstance(heldout, int) else bucketing.held_out(

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from tilesearch.composite import Composite, Launch, Workspace
 from tilesearch.op import Operator, Param, Problem, ProblemError, Tolerance
 from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
 from tilesearch.target import Target
@@ -252,9 +253,9 @@ class EinsumSumOp(Operator):
         return {}
 
     def build(self, problem: Problem, config: Config, target: Target) -> Any:
-        """Compiles the kernel of ``config``; for the two-kernel algorithms, both, run in turn by a
-        :class:`ReduceThenGemm` (the reduce kernel, the same for every configuration of a
-        problem, is compiled once per process)."""
+        """Compiles the kernel of ``config``; for the two-kernel algorithms, both, run in turn as a
+        :class:`~tilesearch.composite.Composite` with their hi/lo workspace (the reduce kernel,
+        the same for every configuration of a problem, is compiled once per process)."""
         import logging
 
         import tilelang  # noqa: F401  (configures its logger on import; quieted below)
@@ -265,7 +266,7 @@ class EinsumSumOp(Operator):
             return _compile(self.program(problem, config, target), target, self.pass_configs(problem, config))
         reduce = _reduce_kernel(p["t"], p["h"], p["d"], p["dtype"], target)
         gemm = _compile(self.program(problem, config, target), target, self.pass_configs(problem, config))
-        return ReduceThenGemm(reduce, gemm, rows=p["t"], cols=padded_d(p["d"]), dtype=p["dtype"])
+        return reduce_then_gemm(reduce, gemm, rows=p["t"], cols=padded_d(p["d"]), dtype=p["dtype"])
 
     def make_inputs(self, problem: Problem, device: Any, generator: Any) -> tuple[Any, ...]:
         import torch
@@ -360,33 +361,15 @@ def split_hilo(x: Any, dtype: Any) -> tuple[Any, Any]:
     return hi, lo
 
 
-class ReduceThenGemm:
-    """The two kernels of ``reduce_first`` or ``reduce_stream`` as one callable ``(Q, K, S)``, with
-    their hi/lo workspace."""
-
-    def __init__(self, reduce: Any, gemm: Any, *, rows: int, cols: int, dtype: str) -> None:
-        self.reduce, self.gemm = reduce, gemm
-        self.shape, self.dtype = (rows, cols), dtype
-        self._workspace: dict[Any, tuple[Any, Any]] = {}
-
-    def __call__(self, q: Any, key: Any, s: Any) -> None:
-        import torch
-
-        if q.device not in self._workspace:
-            dtype = getattr(torch, self.dtype)
-            self._workspace[q.device] = tuple(torch.empty(self.shape, device=q.device, dtype=dtype) for _ in "hl")
-        hi, lo = self._workspace[q.device]
-        self.reduce(q, hi, lo)
-        self.gemm(hi, lo, key, s)
-
-    def get_kernel_source(self) -> str:
-        return self.reduce.get_kernel_source() + "\n" + self.gemm.get_kernel_source()
-
-    def export_library(self, path: str) -> None:
-        raise NotImplementedError(
-            "reduce_first and reduce_stream run two kernels and a workspace; tilesearch export writes one kernel: "
-            "export a direct or fused configuration"
-        )
+def reduce_then_gemm(reduce: Any, gemm: Any, *, rows: int, cols: int, dtype: str) -> Composite:
+    """``reduce_first`` or ``reduce_stream`` as one program ``(Q, K, S)``: the reduce kernel writes
+    the hi and lo parts of Q summed over h, the second kernel reads them with K."""
+    return Composite(
+        [Launch(reduce, ("Q", "Hi", "Lo")), Launch(gemm, ("Hi", "Lo", "K", "S"))],
+        inputs=("Q", "K"),
+        outputs=("S",),
+        workspaces=[Workspace("Hi", (rows, cols), dtype), Workspace("Lo", (rows, cols), dtype)],
+    )
 
 
 @functools.cache

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from search_spaces import gemm_model
+from tilesearch.composite import Composite, Dim, Launch, Workspace
 from tilesearch.op import Operator, Param, Problem, Tolerance
 from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
 from tilesearch.target import Target
@@ -156,6 +157,7 @@ class GemmOp(Operator):
     name = "gemm"
     description = "C = A @ B (nn) or A @ B.T (nt); fp16/bf16 in, fp32 accumulate, output in input dtype"
     defaults = DEFAULTS
+    runtime_params = ("m",)
     params = (
         Param("m", int, minimum=1, help="rows of A and C"),
         Param("n", int, minimum=1, help="columns of C"),
@@ -193,11 +195,15 @@ class GemmOp(Operator):
         ]
         return Space(knobs, constraints(problem["dtype"], target, problem))
 
-    def program(self, problem: Problem, config: Config, target: Target) -> Any:
+    def program(self, problem: Problem, config: Config, target: Target, runtime: tuple[str, ...] = ()) -> Any:
+        """The tile program; with ``runtime=("m",)`` M is a run-time value (``T.dynamic``), so
+        the kernel serves every M (edge tiles are predicated as for any M)."""
+        import tilelang.language as T
+
         knobs = {k: v for k, v in config.items() if k != "warp_specialize"}
+        m = T.dynamic("m") if "m" in runtime else problem["m"]
         return gemm_program(
-            problem["m"], problem["n"], problem["k"], problem["dtype"], problem["layout"], **knobs,
-            num_sms=target.num_sms,
+            m, problem["n"], problem["k"], problem["dtype"], problem["layout"], **knobs, num_sms=target.num_sms
         )
 
     def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
@@ -210,24 +216,29 @@ class GemmOp(Operator):
             return {"tl.enable_auto_warp_specialization": "role_based"}
         return {}
 
-    def build(self, problem: Problem, config: Config, target: Target) -> Any:
-        """Compiles one configuration; with ``split_k > 1`` returns a :class:`SplitKGemm`."""
+    def build(self, problem: Problem, config: Config, target: Target, runtime: tuple[str, ...] = ()) -> Any:
+        """Compiles one configuration; with ``split_k > 1`` a :class:`~tilesearch.composite.Composite`
+        of the program (its GEMM and reduction kernels) and its float32 partial-sum workspace ``W``,
+        which every call rewrites whole before reading it."""
         import logging
 
         import tilelang
 
         logging.getLogger("tilelang").setLevel(logging.WARNING)  # TileLang logs as "tilelang"
         kernel = tilelang.compile(
-            self.program(problem, config, target),
+            self.program(problem, config, target, runtime=runtime),
             target=target.tvm(),
             pass_configs=self.pass_configs(problem, config) or None,
         )
         splits = config.get("split_k", 1)
         if splits == 1:
             return kernel
-        m, n, k = problem["m"], problem["n"], problem["k"]
-        return SplitKGemm(kernel, workspace_shape(m, n, k, block_m=config["block_m"], block_n=config["block_n"],
-                                                  split_k=splits))
+        m = Dim("m", config["block_m"]) if "m" in runtime else problem["m"]
+        shape = workspace_shape(m, problem["n"], problem["k"], block_m=config["block_m"], block_n=config["block_n"],
+                                split_k=splits)
+        return Composite([Launch(kernel, ("A", "B", "W", "C"))], inputs=("A", "B"), outputs=("C",),
+                         workspaces=[Workspace("W", shape, "float32")],
+                         sizes={"m": ("A", 0)} if "m" in runtime else None)
 
     def make_inputs(self, problem: Problem, device: Any, generator: Any) -> tuple[Any, ...]:
         import torch
@@ -287,28 +298,6 @@ class GemmOp(Operator):
         return gemm_model.carver_hints(problem, space, target, n)
 
 
-class SplitKGemm:
-    """A split-K GEMM as one callable ``(A, B, C)``: the compiled program takes its float32
-    partial-sum workspace before C, allocated here once per device. Every call rewrites the whole
-    workspace before reading it, so nothing needs zeroing between calls."""
-
-    def __init__(self, kernel: Any, workspace: tuple[int, int, int]) -> None:
-        self.kernel = kernel
-        self.shape = workspace
-        self._workspace: dict[Any, Any] = {}
-
-    def __call__(self, a: Any, b: Any, c: Any) -> None:
-        w = self._workspace.get(a.device)
-        if w is None:
-            import torch
-
-            w = self._workspace[a.device] = torch.empty(self.shape, device=a.device, dtype=torch.float32)
-        self.kernel(a, b, w, c)
-
-    def get_kernel_source(self) -> str:
-        return self.kernel.get_kernel_source()
-
-
 def gemm_program(
     m: int,
     n: int,
@@ -329,7 +318,8 @@ def gemm_program(
     tma: bool = True,
     num_sms: int = 132,
 ) -> Any:
-    """The GEMM tile program for one configuration (a TileLang ``PrimFunc``).
+    """The GEMM tile program for one configuration (a TileLang ``PrimFunc``). ``m`` is a size or
+    a TIR variable (``T.dynamic("m")``): M as a run-time value.
 
     With ``split_k > 1`` the program takes a float32 workspace before ``C`` (see
     :func:`workspace_shape`) and holds two kernels: the GEMM writes one partial tile per K split,
@@ -348,13 +338,14 @@ def gemm_program(
     transpose_b = layout == "nt"
     b_shape = (n, k) if transpose_b else (k, n)
     b_tile = (block_n, block_k) if transpose_b else (block_k, block_n)
-    tiles_m, tiles_n = math.ceil(m / block_m), math.ceil(n / block_n)
+    static_m = isinstance(m, int)
+    tiles_m, tiles_n = (math.ceil(m / block_m) if static_m else T.ceildiv(m, block_m)), math.ceil(n / block_n)
     tiles = tiles_m * tiles_n
     k_iters = math.ceil(math.ceil(k / block_k) / split_k)  # K tiles per split
     split = split_k > 1
     out_dtype = "float32" if split else dtype
-    workers = min(tiles, num_sms)
-    waves = math.ceil(tiles / workers)
+    workers = min(tiles, num_sms) if static_m else num_sms
+    waves = math.ceil(tiles / workers) if static_m else T.ceildiv(tiles, workers)
 
     @T.macro
     def tile(A, B, out, a_tile, b_tile_s, acc, c_s, tm, tn, kz):
@@ -387,7 +378,9 @@ def gemm_program(
         return a_tile, b_tile_s, acc, c_s
 
     if split:
-        ws = workspace_shape(m, n, k, block_m=block_m, block_n=block_n, split_k=split_k)
+        # with a run-time M, the workspace's rows are a run-time value of their own (M rounded up)
+        ws = workspace_shape(m if static_m else T.dynamic("m_w"), n, k, block_m=block_m, block_n=block_n,
+                             split_k=split_k)
         reduce_m = REDUCE_ELEMENTS // block_n
 
         @T.prim_func
@@ -446,10 +439,12 @@ def gemm_program(
 REDUCE_ELEMENTS, REDUCE_THREADS = 2048, 128  # split-K reduction: 16 partial sums a thread, one K slice at a time
 
 
-def workspace_shape(m: int, n: int, k: int, *, block_m: int, block_n: int, split_k: int) -> tuple[int, int, int]:
+def workspace_shape(m: Any, n: int, k: int, *, block_m: int, block_n: int, split_k: int) -> tuple[Any, Any, int]:
     """Split-K partial sums: one float32 tile per output tile and K slice, padded to whole tiles
-    (so every call writes all of it before the reduction reads it)."""
-    return (split_k, math.ceil(m / block_m) * block_m, math.ceil(n / block_n) * block_n)
+    (so every call writes all of it before the reduction reads it). A run-time ``m`` (a
+    :class:`~tilesearch.composite.Dim` or a TIR variable) is passed through: the caller rounds it."""
+    rows = math.ceil(m / block_m) * block_m if isinstance(m, int) else m
+    return (split_k, rows, math.ceil(n / block_n) * block_n)
 
 
 def raster(t: Any, tiles_m: int, tiles_n: int, panel: int) -> tuple[Any, Any]:
@@ -463,8 +458,8 @@ def raster(t: Any, tiles_m: int, tiles_n: int, panel: int) -> tuple[Any, Any]:
         return div(t, tiles_n), mod(t, tiles_n)
     span = panel * tiles_n
     index, offset = div(t, span), mod(t, span)
-    tail = tiles_m % panel
-    rows = panel if tail == 0 else T.if_then_else(index < tiles_m // panel, panel, tail)
+    tail = tiles_m % panel  # a TIR expression when M is a run-time value
+    rows = panel if isinstance(tail, int) and tail == 0 else T.if_then_else(index < tiles_m // panel, panel, tail)
     col = div(offset, rows)
     col = T.if_then_else(mod(index, 2) == 1, tiles_n - 1 - col, col)
     return mod(offset, rows) + index * panel, col

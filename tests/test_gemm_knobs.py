@@ -4,7 +4,7 @@ TileLang lowers each knob to (lowering only: no nvcc, no GPU)."""
 
 import pytest
 
-from search_spaces.gemm import DEFAULTS, GemmOp, SplitKGemm, raster, smem_bytes, workspace_shape
+from search_spaces.gemm import DEFAULTS, GemmOp, raster, smem_bytes, workspace_shape
 from tilesearch.space import Categorical, Space
 from tilesearch.target import Target
 
@@ -130,19 +130,6 @@ def test_persistent_tile_order_is_the_launch_order_of_the_plain_kernel(tiles_m, 
     expected = [_row_raster(t, tiles_m, tiles_n, panel) if panel else divmod(t, tiles_n) for t in range(len(order))]
     assert order == expected
     assert sorted(order) == [(i, j) for i in range(tiles_m) for j in range(tiles_n)]
-
-
-def test_split_k_callable_keeps_one_workspace_per_device():
-    import torch
-
-    calls = []
-    gemm = SplitKGemm(lambda *args: calls.append(args), (2, 64, 128))
-    a, b, c = torch.ones(3), torch.ones(3), torch.zeros(3)
-    gemm(a, b, c)
-    gemm(a, b, c)
-    (a1, b1, w1, c1), (_, _, w2, _) = calls
-    assert a1 is a and b1 is b and c1 is c
-    assert w1 is w2 and w1.shape == (2, 64, 128) and w1.dtype == torch.float32
 
 
 def _lowered(problem, knobs):

@@ -4,6 +4,7 @@ import pytest
 
 from search_spaces.gemm import DEFAULTS, GemmOp
 from tilesearch.builder import LocalBuilder
+from tilesearch.composite import Composite
 from tilesearch.records import Candidate
 from tilesearch.target import Target
 
@@ -85,7 +86,8 @@ def test_shared_memory_model_matches_the_compiled_kernels():
         for ws, sk, pe in SMEM_CASES:
             config = {**base, "warp_specialize": ws, "split_k": sk, "persistent": pe, "tma": True}
             kernel = op.build(problem, config, H100)
-            device = getattr(kernel, "kernel", kernel).artifact.device_mod
+            compiled = kernel.launches[0].kernel if isinstance(kernel, Composite) else kernel  # split-K: its program
+            device = compiled.artifact.device_mod
             asked = max(int(f.attrs.get("dyn_shared_memory_buf", 0)) for f in device.functions.values())
             assert smem_bytes(config, "float16") == asked, config
     finally:

@@ -3,6 +3,7 @@
 from tilesearch.database import TrialRecord, TuningDatabase
 from tilesearch.deploy import export, load
 from tilesearch.op import Operator, Param, Problem, Tolerance
+from tilesearch.range_tuner import RangeResult, RangeSettings, certify, tune_range
 from tilesearch.records import BuildResult, Candidate, Final, RunResult, Status
 from tilesearch.revalidate import Revalidation, revalidate
 from tilesearch.space import Categorical, IntRange, PowerOfTwo, Space
@@ -22,6 +23,8 @@ __all__ = [
     "Param",
     "PowerOfTwo",
     "Problem",
+    "RangeResult",
+    "RangeSettings",
     "Revalidation",
     "RunResult",
     "Space",
@@ -32,9 +35,11 @@ __all__ = [
     "TuneResult",
     "TuneSettings",
     "TuningDatabase",
+    "certify",
     "export",
     "load",
     "revalidate",
     "trials",
     "tune",
+    "tune_range",
 ]

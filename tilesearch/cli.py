@@ -11,10 +11,15 @@ from collections import Counter
 from dataclasses import fields
 from typing import Any
 
+from tilesearch import range_cli
+
 USAGE = """usage: tilesearch COMMAND [key=value ...]
 
 commands:
   tune op=NAME PARAMS... [strategy=tpe trials=64 seed=0 storage=URL runner=local transfer=FILES ...]
+                       a range (m=1..16384) tunes chosen sizes, makes buckets and certifies them
+                       on held-out sizes [sizes=7 tolerance=0.03 heldout=8]; show and export
+                       take the same range
                        search the op's knobs on the GPU and keep every trial
                        (runner=replay:FILE serves a recorded dataset instead of a GPU;
                        hints=carver tries TileLang Carver's recommendations first)
@@ -143,6 +148,8 @@ def cmd_tune(args: list[str]) -> int:
     from tilesearch.tuner import TuneSettings, tune
 
     pairs = parse_pairs(args)
+    if range_cli.has_range(pairs):
+        return range_cli.tune(pairs, UsageError)
     gpus = _gpus(pairs)
     settings, rest = split_settings(pairs, TuneSettings.keys())
     op, problem = _load_problem(dict(rest), settings_keys=TuneSettings.keys())
@@ -213,6 +220,8 @@ def cmd_show(args: list[str]) -> int:
     from tilesearch.database import StorageError, TuningDatabase, find_studies
 
     pairs = parse_pairs(args)
+    if range_cli.has_range(pairs):
+        return range_cli.show(pairs, UsageError)
     storage = pairs.pop("storage", None)
     top = int(_coerce("top", pairs.pop("top", "10"), 10))
     op, problem = _load_problem(pairs)
@@ -246,6 +255,8 @@ def cmd_export(args: list[str]) -> int:
 
     keys = ("out", "storage", "study", "arch")
     pairs = parse_pairs(args)
+    if range_cli.has_range(pairs):
+        return range_cli.export(pairs, UsageError)
     options = {key: pairs.pop(key) for key in keys if key in pairs}
     op, problem = _load_problem(pairs, settings_keys=keys)
     if not options.get("out"):

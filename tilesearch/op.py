@@ -63,6 +63,8 @@ class Param:
                 if isinstance(raw, float) and raw != value:
                     raise ValueError
             except (TypeError, ValueError):
+                if isinstance(raw, str) and ".." in raw:
+                    raise ProblemError(f"{self.name}={raw} is a range: tune it with tilesearch.tune_range") from None
                 raise ProblemError(f"{self.name}={raw!r} is not an integer") from None
             if self.minimum is not None and value < self.minimum:
                 raise ProblemError(f"{self.name}={value} must be >= {self.minimum}")
@@ -141,6 +143,10 @@ class Operator(abc.ABC):
     defaults: ClassVar[dict[str, Any]] = {}
     """Knob values the template takes when a configuration leaves the knob out (a sub-space, or
     a record from before the knob existed)."""
+    runtime_params: ClassVar[tuple[str, ...]] = ()
+    """Integer parameters the template can compile as run-time values (``T.dynamic``), so that
+    one kernel serves every size: ``build(..., runtime=("m",))``. Only these may be given as a
+    range (``m=1..16384``, :mod:`tilesearch.ranges`)."""
 
     def problem(self, **raw: Any) -> Problem:
         """Validates raw parameters (strings from the command line are fine) into a :class:`Problem`."""
@@ -174,16 +180,22 @@ class Operator(abc.ABC):
         """TileLang pass configurations for one configuration (none by default)."""
         return {}
 
-    def build(self, problem: Problem, config: Config, target: Target) -> Any:
-        """Compiles one configuration; TileLang's disk cache makes a second call cheap."""
+    def build(self, problem: Problem, config: Config, target: Target, runtime: tuple[str, ...] = ()) -> Any:
+        """Compiles one configuration; TileLang's disk cache makes a second call cheap.
+
+        ``runtime``: parameters (of :attr:`runtime_params`) to compile as run-time values, passed
+        on to :meth:`program`; the problem's value of each is then only an example size. The
+        result is a compiled kernel or a :class:`~tilesearch.composite.Composite` of them.
+        """
         import logging
 
         import tilelang
 
         logging.getLogger("tilelang").setLevel(logging.WARNING)  # TileLang logs as "tilelang"
 
+        program = self.program(problem, config, target, runtime=runtime) if runtime else self.program(problem, config, target)
         return tilelang.compile(
-            self.program(problem, config, target),
+            program,
             target=target.tvm(),
             pass_configs=self.pass_configs(problem, config) or None,
         )

@@ -2,7 +2,12 @@
 
 ``kernel.so`` is TVM-FFI's exported library (host launcher plus the embedded CUDA binary), which
 loads with ``tvm_ffi.load_module`` and no compiler; ``kernel.cu`` is the CUDA source it was built
-from, kept for reading. ``metadata.json`` says what the kernel computes, for which GPU, with which
+from, kept for reading. A composite program (:mod:`tilesearch.composite`: split-K with its
+workspace, a reduce kernel then a GEMM) has one library per launch, ``kernel.so``,
+``kernel-1.so``..., and its metadata lists the launches with their arguments and the
+workspaces. A dimension that is a run-time value (``M`` of a kernel compiled for a range of M)
+is written as its symbol's name (``"m"``) in a shape; a workspace dimension that follows it, as
+``"m:128"`` (``m`` rounded up to a multiple of 128). ``metadata.json`` says what the kernel computes, for which GPU, with which
 software, how fast it was measured, and the SHA-256 of every file; its ``content_hash`` covers
 those digests and every other metadata field, so a changed byte anywhere is caught at load.
 
@@ -18,7 +23,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-FORMAT = "tilesearch-kernel/1"
+FORMAT = "tilesearch-kernel/2"
+READABLE = ("tilesearch-kernel/1", FORMAT)  # /1: one kernel, no launches or workspaces listed
 METADATA = "metadata.json"
 LIBRARY = "kernel.so"
 SOURCE = "kernel.cu"
@@ -43,15 +49,31 @@ class BadTensorError(ValueError):
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """One tensor argument of the kernel: its name, shape and torch dtype name (``float16``)."""
+    """One tensor of the kernel: its name, shape and torch dtype name (``float16``). A dimension
+    that is a run-time value is its symbol's name (``"m"``, or ``"m:128"`` in a workspace)."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int | str, ...]
     dtype: str
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TensorSpec:
-        return cls(str(data["name"]), tuple(int(d) for d in data["shape"]), str(data["dtype"]))
+        shape = tuple(d if isinstance(d, str) else int(d) for d in data["shape"])
+        return cls(str(data["name"]), shape, str(data["dtype"]))
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One kernel launch of the artifact: its library file, its function, its arguments by name
+    (inputs, outputs and workspaces)."""
+
+    library: str
+    entry: str
+    args: tuple[str, ...]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LaunchSpec:
+        return cls(str(data["library"]), str(data["entry"]), tuple(str(a) for a in data["args"]))
 
 
 @dataclass(frozen=True)
@@ -66,9 +88,12 @@ class Metadata:
         memory_layout: how tensors must be laid out in memory.
         config: the knob values of the tuned configuration.
         arch: CUDA architecture the kernel was compiled for (``sm_90a``).
-        entry: the kernel's function name in ``kernel.so``.
+        entry: the first launch's function name (in ``kernel.so``).
         inputs: tensors the caller passes, in order.
         outputs: tensors the kernel writes, after the inputs in the launch.
+        launches: the kernels in launch order (one, for a single kernel).
+        workspaces: scratch tensors of a composite program, allocated once per device.
+        sizes: run-time dimension symbol -> ``[input name, axis]`` that gives its size.
         versions: software the artifact was built with (TileLang, TVM, TVM-FFI, torch, CUDA...).
         tuned_with: software versions of the tuning study.
         gpu: GPU the configuration was measured on.
@@ -93,6 +118,9 @@ class Metadata:
     entry: str
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    launches: tuple[LaunchSpec, ...] = ()
+    workspaces: tuple[TensorSpec, ...] = ()
+    sizes: dict[str, list[Any]] = field(default_factory=dict)
     dtype: str | None = None
     layout: str | None = None
     memory_layout: str = MEMORY_LAYOUT
@@ -122,18 +150,27 @@ class Metadata:
         """Short name of this exact kernel: op and the first 16 hex digits of its hash."""
         return f"{self.op}-{self.content_hash[:16]}"
 
+    @property
+    def launch_list(self) -> tuple[LaunchSpec, ...]:
+        """The launches; a format-1 artifact's one kernel takes the inputs, then the outputs."""
+        if self.launches:
+            return self.launches
+        return (LaunchSpec(LIBRARY, self.entry, tuple(t.name for t in (*self.inputs, *self.outputs))),)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["inputs"] = [asdict(t) | {"shape": list(t.shape)} for t in self.inputs]
-        data["outputs"] = [asdict(t) | {"shape": list(t.shape)} for t in self.outputs]
+        for key in ("inputs", "outputs", "workspaces"):
+            data[key] = [asdict(t) | {"shape": list(t.shape)} for t in getattr(self, key)]
+        data["launches"] = [asdict(launch) | {"args": list(launch.args)} for launch in self.launches]
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Metadata:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        values["inputs"] = tuple(TensorSpec.from_dict(t) for t in data["inputs"])
-        values["outputs"] = tuple(TensorSpec.from_dict(t) for t in data["outputs"])
+        for key in ("inputs", "outputs", "workspaces"):
+            values[key] = tuple(TensorSpec.from_dict(t) for t in data.get(key, ()))
+        values["launches"] = tuple(LaunchSpec.from_dict(launch) for launch in data.get("launches", ()))
         return cls(**values)
 
 
@@ -149,6 +186,9 @@ def content_hash(metadata: Metadata) -> str:
     """SHA-256 of the metadata's canonical JSON, ``content_hash`` itself left out."""
     data = metadata.to_dict()
     data.pop("content_hash")
+    if metadata.format == READABLE[0]:  # the fields format 2 added were not there to hash
+        for key in ("launches", "workspaces", "sizes"):
+            data.pop(key)
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -178,10 +218,11 @@ def read(directory: str | Path) -> Metadata:
         metadata = Metadata.from_dict(json.loads(path.read_text()))
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptArtifactError(f"{path} is unreadable: {exc}") from None
-    if metadata.format != FORMAT:
-        raise ArtifactError(f"{directory} has format {metadata.format!r}; this tilesearch reads {FORMAT!r}")
-    if LIBRARY not in metadata.files:
-        raise CorruptArtifactError(f"{path} lists no {LIBRARY}")
+    if metadata.format not in READABLE:
+        raise ArtifactError(f"{directory} has format {metadata.format!r}; this tilesearch reads {', '.join(READABLE)}")
+    for launch in metadata.launch_list:
+        if launch.library not in metadata.files:
+            raise CorruptArtifactError(f"{path} lists no {launch.library}")
     for name, expected in metadata.files.items():
         file = directory / name
         if not file.is_file():

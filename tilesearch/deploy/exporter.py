@@ -1,28 +1,33 @@
 """Export: best correct trial of a problem -> compiled kernel -> artifact directory.
 
-Call order: :func:`best_trial` reads the study (or studies) of the problem, :func:`export`
+Call order: :func:`best_trial` reads the study (or studies) of the problem, :func:`write`
 compiles the winning configuration with TileLang (its disk cache makes this cheap after tuning
-on the same machine) and writes the library, the CUDA source and ``metadata.json`` through a
-staging directory, so an interrupted export never leaves a half-written artifact.
+on the same machine) and writes the libraries (one per kernel of a composite program), the CUDA
+source and ``metadata.json`` through a staging directory, so an interrupted export never leaves
+a half-written artifact.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tilesearch import registry, versions
+from tilesearch.composite import Composite, Launch, shape_to_json
 from tilesearch.database import TrialRecord, TuningDatabase, find_studies, open_storage, storage_url
 from tilesearch.deploy.artifact import (
     LIBRARY,
     METADATA,
     SOURCE,
     ArtifactError,
+    LaunchSpec,
     Metadata,
     TensorSpec,
     capability,
@@ -133,30 +138,69 @@ def export(
         problem = operator.problem(**params)
     elif not isinstance(problem, Problem):
         problem = operator.problem(**{**problem, **params})
+    choice = best_trial(operator, problem, storage=storage, study=study, arch=arch or _device_arch())
+    return write(out, operator, problem, choice)
+
+
+def write(
+    out: str | os.PathLike[str], operator: Operator, problem: Problem, choice: Choice, runtime: tuple[str, ...] = ()
+) -> Metadata:
+    """Compiles ``choice``'s configuration and writes its artifact to ``out``: every kernel of the
+    program (one, or a :class:`~tilesearch.composite.Composite`'s several) as a library, their
+    sources, and the metadata with the launch list and workspaces. ``runtime`` names problem
+    parameters compiled as run-time values (see :attr:`Operator.runtime_params`).
+
+    Writes through a staging directory, so an interrupted export leaves no half-written artifact.
+    """
+    kernel = operator.build(problem, choice.record.config, choice.target, runtime=runtime) if runtime else (
+        operator.build(problem, choice.record.config, choice.target))
+    program = as_composite(operator, problem, kernel)
+    with staged(out) as staging:
+        libraries: dict[int, str] = {}
+        for launch in program.launches:
+            if id(launch.kernel) not in libraries:
+                name = LIBRARY if not libraries else f"kernel-{len(libraries)}.so"
+                launch.kernel.export_library(str(staging / name))
+                libraries[id(launch.kernel)] = name
+        (staging / SOURCE).write_text(program.get_kernel_source())
+        return seal(staging, _metadata(operator, problem, choice, program, libraries))
+
+
+@contextlib.contextmanager
+def staged(out: str | os.PathLike[str]) -> Iterator[Path]:
+    """A staging directory beside ``out`` that replaces ``out`` when the block ends without an
+    error, and is removed when it raises: an interrupted export leaves no half-written artifact.
+    An existing artifact in ``out`` is replaced; another non-empty directory is refused."""
     out = Path(out)
     _check_destination(out)
-    choice = best_trial(operator, problem, storage=storage, study=study, arch=arch or _device_arch())
-    kernel = operator.build(problem, choice.record.config, choice.target)
-    if not hasattr(kernel, "export_library"):
-        raise ArtifactError(
-            f"{operator.name} {problem.key}: the best trial ({choice.record.config}) builds a "
-            f"{type(kernel).__name__}, not one compiled kernel; export handles single kernels"
-        )
-
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     staging.chmod(0o755)
     try:
-        kernel.export_library(str(staging / LIBRARY))
-        (staging / SOURCE).write_text(kernel.get_kernel_source())
-        metadata = seal(staging, _metadata(operator, problem, choice, kernel))
+        yield staging
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return metadata
+
+
+def as_composite(operator: Operator, problem: Problem, kernel: Any) -> Composite:
+    """``kernel`` as a :class:`Composite`: itself if it is one, else its one launch with the
+    parameters' names, the last ``len(make_outputs)`` of them outputs."""
+    import torch
+
+    if isinstance(kernel, Composite):
+        return kernel
+    if not hasattr(kernel, "export_library"):
+        raise ArtifactError(
+            f"{operator.name} {problem.key}: build returned a {type(kernel).__name__}, which is neither a compiled "
+            "TileLang kernel nor a tilesearch.composite.Composite of them; export cannot write it"
+        )
+    names = tuple(name for name, _, _ in _params(operator, kernel))
+    n_out = len(operator.make_outputs(problem, torch.device("meta")))
+    return Composite([Launch(kernel, names)], inputs=names[:-n_out], outputs=names[-n_out:])
 
 
 def _check_destination(out: Path) -> None:
@@ -179,44 +223,94 @@ def _device_arch() -> str | None:
     return detect().arch
 
 
-def tensor_specs(operator: Operator, problem: Problem, kernel: Any) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
-    """Input and output specs of a compiled kernel launched as ``kernel(*inputs, *outputs)``.
+def _params(operator: Operator, kernel: Any) -> list[tuple[str, tuple[int | str, ...], str]]:
+    """Name, shape (a run-time dimension as its symbol's name) and torch dtype name of each
+    parameter of a compiled kernel."""
+    prim = kernel.prim_func
+    found = []
+    for var, param in zip(prim.params, kernel.params):
+        buffer = prim.buffer_map.get(var)
+        name = _text(buffer.name if buffer is not None else var.name)
+        shape = tuple(int(d) if _is_int(d) else _text(d) for d in param.shape)
+        if not shape:
+            raise ArtifactError(f"{operator.name}: parameter {name} is a scalar; only tensor arguments export")
+        found.append((name, shape, str(param.torch_dtype()).removeprefix("torch.")))
+    return found
 
-    Shapes and dtypes come from the kernel's parameters; the split between inputs and outputs
-    from the operator's ``make_outputs`` on the meta device, which must agree with them.
+
+def _text(value: Any) -> str:
+    """A plain ``str``: TVM-FFI's ``String`` (what ``str`` of a TIR variable returns) crashes
+    the process when ``dataclasses.asdict`` deep-copies it."""
+    return "".join([str(value)])
+
+
+def _is_int(dim: Any) -> bool:
+    try:
+        int(dim)
+    except TypeError:
+        return False
+    return True
+
+
+def tensor_specs(
+    operator: Operator, problem: Problem, program: Composite
+) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
+    """Input and output specs of a program launched as ``program(*inputs, *outputs)``.
+
+    Shapes and dtypes come from the parameters of the kernels that take each tensor, which must
+    agree with each other and, where static, with the operator's ``make_outputs`` on the meta
+    device.
     """
     import torch
 
-    prim = kernel.prim_func
-    specs = []
-    for var, param in zip(prim.params, kernel.params):
-        buffer = prim.buffer_map.get(var)
-        name = buffer.name if buffer is not None else str(var.name)
-        try:
-            shape = tuple(int(d) for d in param.shape)
-        except TypeError:
-            raise ArtifactError(f"{operator.name}: parameter {name} has a symbolic shape; only static shapes export") from None
-        if not shape:
-            raise ArtifactError(f"{operator.name}: parameter {name} is a scalar; only tensor arguments export")
-        specs.append(TensorSpec(name, shape, str(param.torch_dtype()).removeprefix("torch.")))
-    outputs = operator.make_outputs(problem, torch.device("meta"))
-    n_in = len(specs) - len(outputs)
-    expected = [(tuple(t.shape), str(t.dtype).removeprefix("torch.")) for t in outputs]
-    if n_in < 0 or [(s.shape, s.dtype) for s in specs[n_in:]] != expected:
-        raise ArtifactError(
-            f"{operator.name}: the kernel's last parameters {specs[max(n_in, 0):]} do not match "
-            f"make_outputs {expected}"
-        )
-    return tuple(specs[:n_in]), tuple(specs[n_in:])
+    seen: dict[str, TensorSpec] = {}
+    for launch in program.launches:
+        for arg, (_, shape, dtype) in zip(launch.args, _params(operator, launch.kernel)):
+            spec = TensorSpec(arg, shape, dtype)
+            if seen.setdefault(arg, spec) != spec:
+                raise ArtifactError(f"{operator.name}: {arg} is {seen[arg]} in one kernel and {spec} in another")
+    missing = [n for n in (*program.inputs, *program.outputs) if n not in seen]
+    if missing:
+        raise ArtifactError(f"{operator.name}: no kernel of the program takes {missing[0]}")
+    inputs = tuple(seen[n] for n in program.inputs)
+    outputs = tuple(seen[n] for n in program.outputs)
+    expected = operator.make_outputs(problem, torch.device("meta"))
+    fits = len(expected) == len(outputs) and all(
+        str(t.dtype).removeprefix("torch.") == s.dtype
+        and len(t.shape) == len(s.shape)
+        and all(isinstance(d, str) or d == e for d, e in zip(s.shape, t.shape))
+        for t, s in zip(expected, outputs)
+    )
+    if not fits:
+        got = [(tuple(t.shape), str(t.dtype).removeprefix("torch.")) for t in expected]
+        raise ArtifactError(f"{operator.name}: the program's outputs {outputs} do not match make_outputs {got}")
+    return inputs, outputs
 
 
-def _metadata(operator: Operator, problem: Problem, choice: Choice, kernel: Any) -> Metadata:
+def _sizes(inputs: tuple[TensorSpec, ...]) -> dict[str, list[Any]]:
+    """Run-time dimension symbol -> ``[input name, axis]`` of its first appearance."""
+    sizes: dict[str, list[Any]] = {}
+    for spec in inputs:
+        for axis, dim in enumerate(spec.shape):
+            if isinstance(dim, str):
+                sizes.setdefault(dim, [spec.name, axis])
+    return sizes
+
+
+def _metadata(
+    operator: Operator, problem: Problem, choice: Choice, program: Composite, libraries: dict[int, str]
+) -> Metadata:
     import tilelang  # noqa: F401  (before tvm)
     import torch
     import tvm
     import tvm_ffi
 
-    inputs, outputs = tensor_specs(operator, problem, kernel)
+    inputs, outputs = tensor_specs(operator, problem, program)
+    launches = tuple(
+        LaunchSpec(libraries[id(launch.kernel)], _text(launch.kernel.prim_func.attrs["global_symbol"]), launch.args)
+        for launch in program.launches
+    )
+    workspaces = tuple(TensorSpec(w.name, tuple(shape_to_json(w.shape)), w.dtype) for w in program.workspaces.specs)
     record = choice.record
     found = versions.collect()
     found.update(tvm=tvm.__version__, tvm_ffi=tvm_ffi.__version__, torch_cuda=torch.version.cuda or "none")
@@ -227,9 +321,12 @@ def _metadata(operator: Operator, problem: Problem, choice: Choice, kernel: Any)
         layout=problem.get("layout"),
         config=dict(record.config),
         arch=choice.target.arch,
-        entry=str(kernel.prim_func.attrs["global_symbol"]),
+        entry=launches[0].entry,
         inputs=inputs,
         outputs=outputs,
+        launches=launches,
+        workspaces=workspaces,
+        sizes=_sizes(inputs),
         versions=found,
         tuned_with=dict(choice.attrs.get("versions", {})),
         gpu=choice.attrs["target"].get("gpu"),

@@ -3,7 +3,13 @@
 Tensors reach the kernel through DLPack (TVM-FFI reads them in place, no copy) and the launch
 goes to the current CUDA stream of the tensors' device, which TVM-FFI asks PyTorch for on every
 call; so the kernel orders with surrounding PyTorch work and can be captured in a CUDA graph
-(call it once before capturing, as with any kernel that loads its module lazily).
+(call it once before capturing, as with any kernel that loads its module lazily; a composite
+program's workspaces are allocated on that first call too).
+
+A dimension the artifact names by a symbol (``"m"``: a kernel compiled with M as a run-time
+value) takes any size; every tensor that names the symbol must agree on it, and the outputs take
+it. Under ``torch.compile(dynamic=True)`` the fake implementation passes the symbolic size
+through without comparing it to a number, so a new M does not recompile.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ class Kernel:
     """
 
     def __init__(self, metadata: Metadata, launch: Callable[..., Any] | None, path: str | Path | None = None) -> None:
+        """``launch`` runs the program as ``launch(*inputs, *outputs)`` (a loaded
+        :class:`~tilesearch.composite.Composite`); ``None`` makes a kernel for shape inference only."""
         self.metadata = metadata
         self.path = Path(path) if path is not None else None
         self.id = metadata.kernel_id
@@ -71,11 +79,29 @@ class Kernel:
         if self._launch is None:
             raise RuntimeError(f"kernel {self.id} was made without its library (metadata only)")
         if outputs is None:
-            outputs = tuple(torch.empty(shape, dtype=dtype, device=device) for _, shape, dtype in self.output_specs)
+            outputs = self.new_outputs(inputs, device)
             self._launch(*inputs, *outputs)
             return outputs[0] if len(outputs) == 1 else outputs
         self._launch(*inputs, *outputs)
         return out
+
+    def new_outputs(self, inputs: Sequence[Any], device: Any = None) -> tuple[Any, ...]:
+        """Empty outputs for ``inputs`` (already checked), on ``device`` or the inputs' one; with
+        fake or meta inputs, fake or meta outputs whose run-time dimensions are the inputs'."""
+        sizes = self._bind(inputs)
+        shapes = [tuple(sizes[d] if isinstance(d, str) else d for d in shape) for _, shape, _ in self.output_specs]
+        if device is not None:
+            return tuple(torch.empty(s, dtype=t, device=device) for s, (_, _, t) in zip(shapes, self.output_specs))
+        return tuple(inputs[0].new_empty(s, dtype=t) for s, (_, _, t) in zip(shapes, self.output_specs))
+
+    def _bind(self, inputs: Sequence[Any]) -> dict[str, Any]:
+        """Run-time dimension symbol -> its size in ``inputs`` (the first tensor naming it)."""
+        sizes: dict[str, Any] = {}
+        for (_, shape, _), tensor in zip(self.input_specs, inputs):
+            for dim, size in zip(shape, tensor.shape):
+                if isinstance(dim, str):
+                    sizes.setdefault(dim, size)
+        return sizes
 
     def check(self, inputs: Sequence[Any], outputs: Sequence[Any] | None, fake: bool = False) -> torch.device:
         """Raises :class:`BadTensorError` unless the tensors fit the kernel; returns their device.
@@ -86,25 +112,29 @@ class Kernel:
         if len(inputs) != len(specs):
             names = ", ".join(name for name, _, _ in specs)
             raise BadTensorError(f"{self.metadata.op} kernel takes {len(specs)} input tensors ({names}), got {len(inputs)}")
-        device = self._check_tensor("input", specs[0], inputs[0], None, fake)
+        sizes: dict[str, Any] = {}
+        device = self._check_tensor("input", specs[0], inputs[0], None, fake, sizes)
         for spec, tensor in zip(specs[1:], inputs[1:]):
-            self._check_tensor("input", spec, tensor, device, fake)
+            self._check_tensor("input", spec, tensor, device, fake, sizes)
         if outputs is not None:
             if len(outputs) != len(self.output_specs):
                 raise BadTensorError(f"out= takes {len(self.output_specs)} tensors, got {len(outputs)}")
             for spec, tensor in zip(self.output_specs, outputs):
-                self._check_tensor("output", spec, tensor, device, fake)
+                self._check_tensor("output", spec, tensor, device, fake, sizes)
         return device
 
-    def _check_tensor(self, role: str, spec: Any, t: Any, device: torch.device | None, fake: bool) -> torch.device:
+    def _check_tensor(
+        self, role: str, spec: Any, t: Any, device: torch.device | None, fake: bool, sizes: dict[str, Any]
+    ) -> torch.device:
         name, shape, dtype = spec
         if not isinstance(t, torch.Tensor):
             raise BadTensorError(f"{role} {name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dtype != dtype:
             raise BadTensorError(f"{role} {name} has dtype {t.dtype}; kernel {self.id} takes {dtype}")
-        if t.shape != shape:
+        if not self._shape_fits(shape, t.shape, sizes):
+            tuned = tuple(d if isinstance(d, int) else f"{d}={sizes.get(d, d)}" for d in shape)
             raise BadTensorError(
-                f"{role} {name} has shape {tuple(t.shape)}; kernel {self.id} was tuned for {shape} "
+                f"{role} {name} has shape {tuple(t.shape)}; kernel {self.id} was tuned for {tuned} "
                 f"({self.metadata.op} {self.metadata.problem_key}): export a kernel for this problem"
             )
         if device is None:
@@ -121,6 +151,21 @@ class Kernel:
         if not fake and t.data_ptr() % ALIGNMENT:
             raise BadTensorError(f"{role} {name}'s data pointer is not {ALIGNMENT}-byte aligned (a view at an odd offset?)")
         return device
+
+    @staticmethod
+    def _shape_fits(shape: tuple[Any, ...], actual: Any, sizes: dict[str, Any]) -> bool:
+        """Static dimensions equal, run-time ones (symbols) equal across tensors. A symbolic size
+        under ``torch.compile`` is compared only with itself, which adds no guard."""
+        if len(shape) != len(actual):
+            return False
+        for dim, size in zip(shape, actual):
+            if isinstance(dim, str):
+                bound = sizes.setdefault(dim, size)
+                if bound is not size and bound != size:
+                    return False
+            elif size != dim:
+                return False
+        return True
 
     def _check_device(self, device: torch.device) -> None:
         major, minor = torch.cuda.get_device_capability(device)

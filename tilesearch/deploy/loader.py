@@ -1,7 +1,8 @@
 """Load: artifact directory (or a problem looked up in the database) -> :class:`Kernel`.
 
 Loading verifies the artifact's hashes, refuses a binary built for another GPU architecture,
-and opens ``kernel.so`` with TVM-FFI. It compiles nothing and does not import TileLang's compiler:
+and opens its libraries with TVM-FFI (one per kernel of a composite program, run in turn as a
+:class:`~tilesearch.composite.Composite` with the workspaces the metadata lists). It compiles nothing and does not import TileLang's compiler:
 the CUDA binary is embedded in the library, and only TVM's runtime library (shipped with
 TileLang) is needed to load it.
 """
@@ -16,11 +17,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from tilesearch.composite import Composite, Launch, Workspace, shape_from_json
 from tilesearch.deploy.artifact import (
-    LIBRARY,
     METADATA,
     ArtifactError,
     CorruptArtifactError,
+    Metadata,
     check_arch,
     read,
 )
@@ -57,9 +59,15 @@ def load(
     if path is not None:
         if op is not None or params:
             raise TypeError("load takes an artifact directory or op=... with the problem's parameters, not both")
-        return open_artifact(path, arch=arch)
+        from tilesearch.deploy.dispatch import is_dispatch, open_dispatch
+
+        return open_dispatch(path, arch=arch) if is_dispatch(path) else open_artifact(path, arch=arch)
     if op is None:
         raise TypeError("load needs an artifact directory, or op=... with the problem's parameters")
+    from tilesearch import ranges
+
+    if any(ranges.is_range(v) for v in params.values()):
+        return _load_range(op, arch, storage, cache_dir, params)
     return _load_tuned(op, arch, storage, study, cache_dir, params)
 
 
@@ -72,12 +80,28 @@ def open_artifact(path: str | os.PathLike[str], arch: str | None = None) -> Any:
     device_arch = arch or _current_arch()
     if device_arch is not None:
         check_arch(metadata, device_arch, "the current CUDA device" if arch is None else "the requested architecture")
-    module = _load_library(path / LIBRARY)
-    try:
-        function = module[metadata.entry]
-    except (AttributeError, KeyError, RuntimeError):
-        raise CorruptArtifactError(f"{path / LIBRARY} has no function {metadata.entry!r}") from None
-    return Kernel(metadata, function, path)
+    return Kernel(metadata, program(metadata, path), path)
+
+
+def program(metadata: Metadata, path: Path) -> Composite:
+    """The artifact's launches as a :class:`Composite` of the functions in its libraries."""
+    modules: dict[str, Any] = {}
+    launches = []
+    for spec in metadata.launch_list:
+        if spec.library not in modules:
+            modules[spec.library] = _load_library(path / spec.library)
+        try:
+            function = modules[spec.library][spec.entry]
+        except (AttributeError, KeyError, RuntimeError):
+            raise CorruptArtifactError(f"{path / spec.library} has no function {spec.entry!r}") from None
+        launches.append(Launch(function, spec.args))
+    return Composite(
+        launches,
+        inputs=[t.name for t in metadata.inputs],
+        outputs=[t.name for t in metadata.outputs],
+        workspaces=[Workspace(w.name, shape_from_json(w.shape), w.dtype) for w in metadata.workspaces],
+        sizes={symbol: (str(where[0]), int(where[1])) for symbol, where in metadata.sizes.items()},
+    )
 
 
 def default_cache_dir() -> Path:
@@ -93,13 +117,45 @@ def _load_tuned(op: str, arch: str | None, storage: str | None, study: str | Non
     device_arch = arch or _current_arch()
     choice = best_trial(operator, problem, storage=storage, study=study, arch=device_arch, gpu=_current_gpu())
     directory = Path(cache_dir or default_cache_dir()) / f"{operator.name}-{choice.record.key[:16]}-{versions.tag()}"
+    return _cached(
+        directory,
+        lambda: open_artifact(directory, arch=arch),
+        lambda: export(operator, problem, out=directory, storage=storage, study=choice.study, arch=choice.target.arch),
+    )
+
+
+def _load_range(op: str, arch: str | None, storage: str | None, cache_dir: Any, params: dict) -> Any:
+    """The tuned range's dispatch artifact, exported into the cache on first use."""
+    import hashlib
+    import json
+
+    from tilesearch import range_tuner, ranges, registry, versions
+    from tilesearch.deploy.dispatch import export_range, open_dispatch
+    from tilesearch.deploy.exporter import NoTrialError
+
+    operator = registry.load(op)
+    size_range, rest = ranges.parse(operator, params)
+    key = ranges.range_key(operator, size_range, rest)
+    device_arch = arch or _current_arch()
+    found = range_tuner.find(storage, operator.name, key, device_arch)
+    if not found:
+        raise NoTrialError(f"no tuned range {operator.name} {key} in the storage; run tilesearch tune with the range first")
+    result = max(found, key=lambda r: len(r.heldout))  # the certified one, if any
+    digest = hashlib.sha256(json.dumps(result.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+    directory = Path(cache_dir or default_cache_dir()) / f"{operator.name}-range-{digest}-{versions.tag()}"
+    return _cached(directory, lambda: open_dispatch(directory, arch=arch), lambda: export_range(result, directory))
+
+
+def _cached(directory: Path, open_: Any, export: Any) -> Any:
+    """Opens the artifact in the cache ``directory``, exporting it there first if it is not
+    there or no longer matches its hashes."""
     if (directory / METADATA).is_file():
         try:
-            return open_artifact(directory, arch=arch)
+            return open_()
         except CorruptArtifactError as exc:
-            warnings.warn(f"{exc}; exporting it again", stacklevel=3)
-    export(operator, problem, out=directory, storage=storage, study=choice.study, arch=choice.target.arch)
-    return open_artifact(directory, arch=arch)
+            warnings.warn(f"{exc}; exporting it again", stacklevel=4)
+    export()
+    return open_()
 
 
 def _current_arch() -> str | None:

@@ -97,7 +97,7 @@ def _launch_out(*args: Any) -> None:
 def _fake(*args: Any) -> Any:
     kernel, inputs, _ = _split(args)
     kernel.check(inputs, None, fake=True)
-    outputs = tuple(inputs[0].new_empty(shape, dtype=dtype) for _, shape, dtype in kernel.output_specs)
+    outputs = kernel.new_outputs(inputs)
     return outputs[0] if len(outputs) == 1 else outputs
 
 

@@ -12,6 +12,7 @@ like from their own trials.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import optuna
@@ -62,25 +63,32 @@ class Hinted(Strategy):
     :class:`HintError` if the operator offers no hints of that kind).
 
     Args:
-        inner: the strategy that takes over.
-        kind: one of the operator's ``hint_kinds``.
+        inner: the strategy that takes over; ``None``: the search ends after the hints.
+        kind: one of the operator's ``hint_kinds``, or the configurations themselves (those
+            invalid in the space are left out), e.g. the winners of neighbouring sizes of a range.
         n: how many hints to try.
     """
 
-    def __init__(self, inner: Strategy, kind: str = "carver", n: int = 8) -> None:
+    def __init__(self, inner: Strategy | None, kind: str | Sequence[Config] = "carver", n: int = 8) -> None:
         self.inner, self.kind, self.n = inner, kind, n
-        self.name = inner.name
+        self.name = inner.name if inner is not None else "hints"
         self.hints: list[Config] | None = None
 
     def sampler(self) -> optuna.samplers.BaseSampler | None:
-        return self.inner.sampler()
+        return self.inner.sampler() if self.inner is not None else optuna.samplers.RandomSampler(seed=0)
 
     def propose(self, context: SearchContext, n: int) -> list[Proposal]:
         if self.hints is None:
-            self.hints = context.op.hints(context.problem, context.space, context.target, kind=self.kind, n=self.n)
+            if isinstance(self.kind, str):
+                self.hints = context.op.hints(context.problem, context.space, context.target, kind=self.kind, n=self.n)
+            else:
+                self.hints = [dict(c) for c in self.kind if context.space.why_invalid(c) is None]
         taken = context.taken()
         first = [Proposal(c) for c in self.hints if candidate_key(context, c) not in taken][:n]
-        return first + (self.inner.propose(context, n - len(first)) if len(first) < n else [])
+        if len(first) >= n or self.inner is None:
+            return first
+        return first + self.inner.propose(context, n - len(first))
 
     def describe(self) -> dict[str, Any]:
-        return {**self.inner.describe(), "hints": self.kind}
+        inner = self.inner.describe() if self.inner is not None else {"name": self.name}
+        return {**inner, "hints": self.kind if isinstance(self.kind, str) else "listed"}

@@ -1,0 +1,84 @@
+"""Bucket selection from measured tables (synthetic numbers; nothing here is a measurement)."""
+
+import pytest
+
+from tilesearch.buckets import Bucket, Table, bucket_of, config_key, cover, edge, held_out, next_sizes
+
+SMALL, LARGE, MIDDLE = {"block_m": 64, "split_k": 4}, {"block_m": 128, "split_k": 1}, {"block_m": 128, "split_k": 2}
+
+
+def table(rows):
+    """rows: size -> {config (as a tuple of items): ms}."""
+    t = Table()
+    for size, row in rows.items():
+        t.latency[size] = {}
+        for items, ms in row.items():
+            config = dict(items)
+            t.latency[size][config_key(config)] = ms
+            t.configs[config_key(config)] = config
+    return t
+
+
+S, L, M = tuple(SMALL.items()), tuple(LARGE.items()), tuple(MIDDLE.items())
+
+
+def test_one_configuration_that_is_good_everywhere_makes_one_bucket():
+    t = table({1: {S: 1.0, L: 1.02}, 64: {S: 2.0, L: 2.0}, 4096: {S: 9.5, L: 8.9}})
+    [bucket] = cover(t, 1, 4096, tolerance=0.03)
+    assert (bucket.lo, bucket.hi, bucket.config, bucket.tuned) == (1, 4096, LARGE, (1, 64, 4096))
+    assert bucket.worst_loss == pytest.approx(0.02)
+
+
+def test_a_change_of_winner_splits_at_the_geometric_mean():
+    t = table({1: {S: 1.0, L: 1.5}, 16: {S: 1.1, L: 1.6}, 1024: {S: 30.0, L: 10.0}, 16384: {S: 400.0, L: 100.0}})
+    small, large = cover(t, 1, 16384, tolerance=0.03)
+    assert (small.lo, small.hi, small.config, small.tuned) == (1, 128, SMALL, (1, 16))
+    assert (large.lo, large.hi, large.config, large.tuned) == (129, 16384, LARGE, (1024, 16384))
+    assert small.worst_loss == 0.0 and large.worst_loss == 0.0
+
+
+def test_tolerance_decides_between_fewer_buckets_and_less_loss():
+    t = table({1: {S: 1.0, L: 1.05}, 64: {S: 1.1, L: 1.0}})
+    assert [b.config for b in cover(t, 1, 64, tolerance=0.03)] == [SMALL, LARGE]
+    [one] = cover(t, 1, 64, tolerance=0.06)
+    assert one.config == LARGE and one.worst_loss == pytest.approx(0.05)
+
+
+def test_a_configuration_not_measured_at_a_size_does_not_cover_it():
+    t = table({1: {S: 1.0, L: 1.0}, 8: {S: 1.0}, 64: {S: 1.0, L: 1.0}})
+    [bucket] = cover(t, 1, 64, tolerance=0.0)
+    assert bucket.config == SMALL
+
+
+def test_the_greedy_cover_is_the_fewest_buckets():
+    # M covers 1..3 sizes in the middle; S the first two, L the last two: S | M | L would be 3,
+    # the greedy must find S then M.. covering to the end if it can
+    t = table({1: {S: 1.0, M: 2.0}, 2: {S: 1.0, M: 1.0}, 3: {S: 5.0, M: 1.0, L: 1.0}, 4: {M: 1.0, L: 1.0}})
+    found = cover(t, 1, 10, tolerance=0.0)
+    assert [b.config for b in found] == [SMALL, MIDDLE] and [b.tuned for b in found] == [(1, 2), (3, 4)]
+    assert found[-1].hi == 10 and found[0].lo == 1
+
+
+def test_edges_and_lookup():
+    assert edge(16, 1024) == 128 and edge(1, 2) == 1 and edge(7, 8) == 7
+    buckets = [Bucket(1, 128, SMALL), Bucket(129, 4096, LARGE)]
+    assert [bucket_of(buckets, s) for s in (1, 128, 129, 4096)] == [0, 0, 1, 1]
+    with pytest.raises(ValueError, match="outside the buckets 1..4096"):
+        bucket_of(buckets, 5000)
+
+
+def test_next_sizes_refine_where_the_winner_changes_or_the_gap_is_wide():
+    buckets = [Bucket(1, 128, SMALL, (1, 16)), Bucket(129, 16384, LARGE, (1024, 16384))]
+    # 16 | 1024 changes bucket (ratio 64); 1024 -> 16384 is wider than 8 inside one bucket; 1 -> 16 too
+    assert next_sizes(buckets, [1, 16, 1024, 16384], 2) == [128, 4096]
+    assert next_sizes(buckets, [1, 16, 1024, 16384], 0) == []
+    assert next_sizes([Bucket(1, 5, SMALL, (4,)), Bucket(6, 9, LARGE, (5,))], [4, 5], 3) == []  # adjacent
+
+
+def test_held_out_sizes_are_spread_untuned_and_partly_odd():
+    tuned = [1, 128, 1448, 16384]
+    sizes = held_out(1, 16384, tuned, 8)
+    assert len(sizes) == 8 and sizes == sorted(sizes) and not set(sizes) & set(tuned)
+    assert all(1 <= s <= 16384 for s in sizes)
+    assert sum(s % 2 for s in sizes) >= 4
+    assert sizes[0] < 8 and sizes[-1] > 8192  # both ends of the log range are visited

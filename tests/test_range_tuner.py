@@ -1,0 +1,194 @@
+"""A tuned range end to end on a synthetic runner (made-up latencies from
+``tilesearch.testing.synthetic.gemm_latency``: the bookkeeping is tested, not a GPU): sizes
+chosen, buckets from the cross-measured table, held-out regrets, the record in the storage, the
+dispatch artifact (with nvcc) and the dispatching kernel under ``torch.compile(dynamic=True)``."""
+
+import pytest
+import torch
+
+from tilesearch import range_tuner
+from tilesearch.buckets import config_key
+from tilesearch.cli import main
+from tilesearch.deploy import BadTensorError, load
+from tilesearch.deploy.dispatch import Dispatch, export_range, read
+from tilesearch.deploy.kernel import Kernel
+from tilesearch.range_tuner import RangeSettings, certify, summary, tune_range
+from tilesearch.target import Target
+from tilesearch.testing.artifacts import meta_dispatch, symbolic_gemm_metadata
+from tilesearch.testing.synthetic import SyntheticRunner, gemm_latency
+from tilesearch.tuner import TuneSettings
+
+SM90 = Target.from_arch("sm_90a", gpu="synthetic")
+N, K = 1024, 2048
+
+
+def runner(problem):
+    return SyntheticRunner(lambda config: gemm_latency(problem.to_dict(), config, SM90), SM90)
+
+
+def latency(m, config):
+    return gemm_latency({"m": m, "n": N, "k": K, "dtype": "float16", "layout": "nt"}, config, SM90)
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    root = tmp_path_factory.mktemp("range")
+    settings = TuneSettings(strategy="random", trials=5, progress=False, storage=f"sqlite:///{root / 'db.sqlite'}")
+    result = tune_range("gemm", {"m": "1..4096", "n": N, "k": K, "layout": "nt"}, settings=settings,
+                        ranges=RangeSettings(sizes=4), runner=runner)
+    certified = certify(result, settings=settings, heldout=4, runner=runner)
+    return root, settings, result, certified
+
+
+def test_sizes_include_the_ends_and_buckets_cover_the_range(tuned):
+    _, _, result, _ = tuned
+    sizes = list(result.studies)
+    assert sizes[0] == 1 and sizes[-1] == 4096 and 64 in sizes and len(sizes) <= 4
+    assert result.buckets[0].lo == 1 and result.buckets[-1].hi == 4096
+    for before, after in zip(result.buckets, result.buckets[1:]):
+        assert after.lo == before.hi + 1
+    assert sorted(s for b in result.buckets for s in b.tuned) == sizes
+    assert result.key == "m=1..4096,n=1024,k=2048,dtype=float16,layout=nt" and result.replayed
+
+
+def test_each_bucket_config_is_within_tolerance_at_its_tuned_sizes(tuned):
+    _, settings, result, _ = tuned
+    from tilesearch.database import TuningDatabase
+
+    for bucket in result.buckets:
+        for size in bucket.tuned:
+            best = TuningDatabase(settings.storage, result.studies[size]).best(1)[0].latency_ms
+            assert latency(size, bucket.config) <= (1 + result.tolerance) * best * (1 + 1e-9)
+
+
+def test_held_out_regrets_are_the_studies_figures(tuned):
+    _, _, result, certified = tuned
+    assert len(certified.heldout) == 4 and not set(r.size for r in certified.heldout) & set(result.studies)
+    for r in certified.heldout:
+        bucket = certified.buckets[r.bucket]
+        assert bucket.lo <= r.size <= bucket.hi
+        assert r.dispatched_ms == pytest.approx(latency(r.size, bucket.config))  # measured at that size
+        assert r.regret >= 0 and r.best_ms <= r.dispatched_ms
+    s = summary(certified.heldout)
+    assert s["measured"] == 4 and 0 <= s["median_regret"] <= s["max_regret"]
+
+
+def test_the_range_is_kept_in_the_storage_and_shown(tuned, capsys):
+    _, settings, _, certified = tuned
+    found = range_tuner.find(settings.storage, "gemm", certified.key, "sm_90a")
+    assert found == [certified]
+    assert main(["show", "op=gemm", "m=1..4096", f"n={N}", f"k={K}", "layout=nt", f"storage={settings.storage}"]) == 0
+    out = capsys.readouterr().out
+    assert "buckets" in out and f"m=1..{certified.buckets[0].hi}" in out and "regret: median" in out
+
+
+# --- the dispatching kernel, without a GPU ----------------------------------------------------
+
+
+def dispatch(launches=None):
+    return meta_dispatch(N, K, edges=(1, 129), hi=4096, launches=launches)
+
+
+def test_dispatch_picks_the_bucket_by_size_and_refuses_sizes_outside():
+    launches = []
+    d = dispatch(launches)
+    for m in (1, 128, 129, 4096):
+        d._dispatch(torch.empty(m, K), torch.empty(K, N), torch.empty(m, N))
+    assert launches == [(0, 1), (0, 128), (1, 129), (1, 4096)]
+    with pytest.raises(BadTensorError, match="m=4097 is outside the range 1..4096"):
+        d.bucket(4097)
+
+
+def test_dispatch_traces_once_for_every_m_under_dynamic_compile():
+    d = dispatch()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    weight = torch.empty(N, K, dtype=torch.float16, device="meta")
+    model = torch.compile(lambda x: torch.relu(d(x, weight)), fullgraph=True, dynamic=True, backend=backend)
+    for m in (3, 17, 200, 4000):
+        out = model(torch.empty(m, K, dtype=torch.float16, device="meta"))
+        assert out.shape == (m, N) and out.dtype == torch.float16
+    assert len(graphs) == 1  # one graph with a symbolic M: no recompilation per size (M=1 would be specialized once)
+    targets = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert torch.ops.tilesearch.gemm.default in targets or torch.ops.tilesearch.gemm in targets
+
+
+def test_symbolic_kernel_still_checks_static_dims_and_agreement():
+    kernel = Kernel(symbolic_gemm_metadata(N, K), launch=None)
+    a = torch.empty(5, K, dtype=torch.float16, device="meta")
+    with pytest.raises(BadTensorError, match="input B has shape"):
+        kernel(a, torch.empty(N, K + 1, dtype=torch.float16, device="meta"))
+    with pytest.raises(BadTensorError, match="output C has shape \\(6, 1024\\).*m=5"):
+        kernel(a, torch.empty(N, K, dtype=torch.float16, device="meta"),
+               out=torch.empty(6, N, dtype=torch.float16, device="meta"))
+
+
+# --- with nvcc: the dispatch artifact -----------------------------------------------------------
+
+
+@pytest.mark.nvcc
+def test_export_range_writes_one_artifact_with_run_time_m_kernels(tuned, monkeypatch):
+    root, settings, _, certified = tuned
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(root / "tilelang-cache"))
+    meta = export_range(certified, root / "dispatch")
+    assert read(root / "dispatch") == meta
+    assert [(b["lo"], b["hi"]) for b in meta["buckets"]] == [(b.lo, b.hi) for b in certified.buckets]
+    assert len(meta["heldout"]) == 4 and meta["summary"]["measured"] == 4
+    kernel = load(root / "dispatch", arch="sm_90a")
+    assert isinstance(kernel, Dispatch) and len(kernel.kernels) == len(certified.buckets)
+    for sub, bucket in zip(kernel.kernels, certified.buckets):
+        assert config_key(sub.metadata.config) == config_key(bucket.config)
+        assert sub.metadata.inputs[0].shape == ("m", K) and sub.metadata.sizes == {"m": ["A", 0]}
+        for w in sub.metadata.workspaces:  # split-K: rows follow M, rounded to the tile
+            assert w.shape[1] == f"m:{sub.metadata.config['block_m']}"
+    a = torch.empty(77, K, dtype=torch.float16, device="meta")
+    assert kernel(a, torch.empty(N, K, dtype=torch.float16, device="meta")).shape == (77, N)
+    same = load(op="gemm", m="1..4096", n=N, k=K, layout="nt", storage=settings.storage,
+                cache_dir=root / "kernels", arch="sm_90a")
+    assert isinstance(same, Dispatch) and same.table["buckets"] == meta["buckets"]
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+def test_gpu_dispatch_computes_every_m_and_traces_once(tuned, monkeypatch):
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the test artifact is compiled for sm_90a")
+    root, _, _, certified = tuned
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(root / "tilelang-cache"))
+    if not (root / "dispatch").exists():
+        export_range(certified, root / "dispatch")
+    kernel = load(root / "dispatch")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    b = torch.randn(N, K, device="cuda", generator=gen).half()
+    compiled = torch.compile(lambda x: kernel(x, b), fullgraph=True, dynamic=True)
+    for m in (1, 7, 64, 129, 1000, 4095, 4096):  # odd sizes leave partial tiles in every bucket
+        a = torch.randn(m, K, device="cuda", generator=gen).half()
+        ref = a.double() @ b.double().T
+        c = kernel(a, b)
+        assert ((c.double() - ref).norm() / ref.norm()).item() < 2e-3, m
+        assert torch.equal(compiled(a), c)
+
+
+def test_a_range_without_any_correct_configuration_is_a_typed_error(tmp_path):
+    from tilesearch.range_tuner import NoBucketsError
+
+    settings = TuneSettings(strategy="random", trials=2, progress=False, storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    with pytest.raises(NoBucketsError, match="no correct configuration at any tuned size of gemm m=1..2"):
+        tune_range("gemm", {"m": "1..2", "n": 64, "k": 64}, settings=settings,
+                   runner=lambda problem: SyntheticRunner(lambda config: None, SM90))
+
+
+def test_cli_tune_with_a_range_prints_buckets_and_regrets(monkeypatch, tmp_path, capsys):
+    real_tune, real_certify = range_tuner.tune_range, range_tuner.certify
+    monkeypatch.setattr(range_tuner, "tune_range", lambda *a, **k: real_tune(*a, runner=runner, **k))
+    monkeypatch.setattr(range_tuner, "certify", lambda *a, **k: real_certify(*a, runner=runner, **k))
+    code = main(["tune", "op=gemm", "m=1..512", f"n={N}", f"k={K}", "layout=nt", "strategy=random", "trials=3",
+                 "sizes=3", "heldout=2", "progress=false", f"storage=sqlite:///{tmp_path / 'db.sqlite'}"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "range: gemm m=1..512,n=1024,k=2048,dtype=float16,layout=nt on synthetic (sm_90a) [replayed]" in out
+    assert "tuned sizes: 1, 22, 512" in out and "held-out sizes" in out and "regret: median" in out

@@ -1,0 +1,149 @@
+"""Buckets over a size range, decided from measurements: which tuned sizes one configuration
+can serve, where to tune next, and which sizes to hold out for certifying the result.
+
+The data is a table ``latency[size][config] -> ms`` of configurations measured at tuned sizes
+(every size's own winner, and the other sizes' winners measured there too). A configuration
+*covers* a size when it is within ``tolerance`` of that size's best. Buckets are the fewest
+runs of consecutive tuned sizes that one configuration covers (greedy from the smallest size,
+which is optimal for covering a line with intervals); the edge between two buckets lies at the
+geometric mean of the tuned sizes on either side, since GEMM costs change with log size.
+
+Nothing here measures; :mod:`tilesearch.range_tuner` gathers the table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_GAP_RATIO = 8.0  # tuned neighbours further apart than this are refined even inside one bucket
+MIN_GAP_RATIO = 1.25  # closer than this, the boundary's position is not worth another size
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    """One configuration's identity across the studies of different sizes."""
+    return json.dumps(dict(config), sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Sizes ``lo..hi`` served by one configuration.
+
+    Attributes:
+        lo, hi: the bucket's sizes, both included.
+        config: the configuration compiled for it.
+        tuned: the tuned sizes inside it, which the configuration was measured at.
+        worst_loss: its largest ``latency / best - 1`` over those sizes.
+    """
+
+    lo: int
+    hi: int
+    config: dict[str, Any]
+    tuned: tuple[int, ...] = ()
+    worst_loss: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lo": self.lo, "hi": self.hi, "config": self.config, "tuned": list(self.tuned),
+                "worst_loss": self.worst_loss}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Bucket:
+        return cls(int(data["lo"]), int(data["hi"]), dict(data["config"]), tuple(int(s) for s in data["tuned"]),
+                   float(data["worst_loss"]))
+
+
+@dataclass(frozen=True)
+class Table:
+    """Measured latencies: ``latency[size][config_key]`` (ms), and the configurations by key."""
+
+    latency: dict[int, dict[str, float]] = field(default_factory=dict)
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def best(self, size: int) -> tuple[str, float]:
+        row = self.latency[size]
+        key = min(row, key=row.__getitem__)
+        return key, row[key]
+
+    def loss(self, size: int, key: str) -> float | None:
+        """``latency / best - 1`` of ``key`` at ``size``; ``None`` where it was not measured."""
+        ms = self.latency[size].get(key)
+        return None if ms is None else ms / self.best(size)[1] - 1
+
+
+def cover(table: Table, lo: int, hi: int, tolerance: float) -> list[Bucket]:
+    """The fewest buckets over ``lo..hi`` whose configuration covers every tuned size in it."""
+    sizes = sorted(table.latency)
+    if not sizes:
+        raise ValueError("no tuned sizes to make buckets from")
+    runs: list[tuple[int, int, str]] = []
+    i = 0
+    while i < len(sizes):
+        best_run = (i + 1, 0.0, table.best(sizes[i])[0])  # a size's own winner always covers it
+        for key in table.configs:
+            j, total = i, 0.0
+            while j < len(sizes):
+                loss = table.loss(sizes[j], key)
+                if loss is None or loss > tolerance:
+                    break
+                total += loss
+                j += 1
+            if (j, -total) > (best_run[0], -best_run[1]):
+                best_run = (j, total, key)
+        runs.append((i, best_run[0], best_run[2]))
+        i = best_run[0]
+    buckets = []
+    for n, (start, stop, key) in enumerate(runs):
+        tuned = tuple(sizes[start:stop])
+        first = lo if n == 0 else edge(sizes[start - 1], sizes[start]) + 1
+        last = hi if n == len(runs) - 1 else edge(sizes[stop - 1], sizes[stop])
+        worst = max(table.loss(s, key) or 0.0 for s in tuned)
+        buckets.append(Bucket(first, last, table.configs[key], tuned, worst))
+    return buckets
+
+
+def edge(a: int, b: int) -> int:
+    """The last size of the bucket of ``a`` when the next bucket starts with tuned size ``b``."""
+    return min(max(math.isqrt(a * b), a), b - 1)
+
+
+def bucket_of(buckets: Sequence[Bucket], size: int) -> int:
+    """Index of the bucket holding ``size``; raises :class:`ValueError` outside them."""
+    for i, bucket in enumerate(buckets):
+        if bucket.lo <= size <= bucket.hi:
+            return i
+    raise ValueError(f"size {size} is outside the buckets {buckets[0].lo}..{buckets[-1].hi}")
+
+
+def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int) -> list[int]:
+    """Up to ``n`` sizes to tune next: the geometric midpoints of neighbouring tuned sizes that
+    fall in different buckets (where the edge lies is a guess) or lie more than
+    :data:`MAX_GAP_RATIO` apart, the widest gaps first."""
+    sizes = sorted(sizes)
+    candidates = []
+    for a, b in zip(sizes, sizes[1:]):
+        ratio = b / a
+        if b - a < 2 or ratio < MIN_GAP_RATIO:
+            continue
+        if bucket_of(buckets, a) != bucket_of(buckets, b) or ratio > MAX_GAP_RATIO:
+            candidates.append((ratio, math.isqrt(a * b)))
+    candidates.sort(reverse=True)
+    return [mid for _, mid in candidates[:n] if mid not in sizes]
+
+
+def held_out(lo: int, hi: int, tuned: Sequence[int], n: int = 8) -> list[int]:
+    """``n`` sizes in ``lo..hi`` that were not tuned, spread evenly in log size, every other one
+    odd (an odd M leaves a partial tile in every configuration)."""
+    taken = set(tuned)
+    chosen: list[int] = []
+    for i in range(n):
+        x = lo * (hi / lo) ** ((i + 0.5) / n) if lo > 0 else lo + (hi - lo) * (i + 0.5) / n
+        size = round(x)
+        size = size | 1 if i % 2 == 0 else max(size - size % 8, lo)
+        while (size in taken or size in chosen) and size < hi:
+            size += 1
+        if lo <= size <= hi and size not in taken and size not in chosen:
+            chosen.append(size)
+    return sorted(chosen)

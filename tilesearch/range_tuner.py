@@ -1,0 +1,366 @@
+"""Tuning a size range (``m=1..16384``): which sizes to tune, the buckets, certified regret.
+
+Call order: :func:`tune_range` tunes a few sizes with :func:`~tilesearch.tuner.tune` (the ends
+and the geometric middle first; ``xgb`` by default, which trains on the op's other studies in
+the storage, so each new size starts from what the tuned ones taught it), measures every
+size's winner at every other tuned size, and makes buckets from that table
+(:func:`tilesearch.buckets.cover`). Where neighbouring tuned sizes fall in different buckets,
+or lie far apart, it tunes their geometric midpoint and decides again, until the buckets settle
+or ``sizes`` are tuned. :func:`certify` then tunes held-out sizes that were not tuned and sets
+the dispatched configuration of each against that size's own best (its regret) and against the
+op's PyTorch baseline. The result is kept in the storage (:func:`save`, :func:`find`), for
+``tilesearch show`` and for export (:mod:`tilesearch.deploy.dispatch`).
+
+The tuning loop itself is not changed: a range is many ordinary studies, one per size.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+import optuna
+
+from tilesearch import buckets as bucketing
+from tilesearch import registry
+from tilesearch.buckets import Bucket, Table, config_key
+from tilesearch.database import TuningDatabase, open_storage
+from tilesearch.deploy.artifact import capability
+from tilesearch.op import Operator, Problem
+from tilesearch.ranges import SizeRange, parse, problem_at, range_key
+from tilesearch.runner import Runner
+from tilesearch.space import Space
+from tilesearch.strategy import create
+from tilesearch.strategy.hints import Hinted
+from tilesearch.tuner import TuneResult, TuneSettings, tune
+
+RunnerFactory = Callable[[Problem], Runner]
+
+
+class NoBucketsError(LookupError):
+    """No tuned size of a range has a correct configuration, so there is nothing to bucket."""
+
+
+@dataclass(frozen=True)
+class RangeSettings:
+    """How a range is tuned (``key=value`` on the command line, like the tuning settings).
+
+    Attributes:
+        sizes: the most sizes to tune (each with ``trials`` configurations).
+        tolerance: a bucket's configuration may be this much slower than a tuned size's best.
+        heldout: sizes to certify after tuning (not among the tuned ones); 0: none.
+    """
+
+    sizes: int = 7
+    tolerance: float = 0.03
+    heldout: int = 8
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True)
+class Regret:
+    """One held-out size: the dispatched configuration against that size's best and the baseline.
+
+    Attributes:
+        size: the held-out size.
+        bucket: index of the bucket that serves it.
+        dispatched_ms: latency of the bucket's configuration at this size.
+        best_ms: latency of the best configuration tuned for exactly this size.
+        baseline_ms: the op's PyTorch baseline (``torch.matmul``) at this size.
+        how: ``study`` (both from the held-out size's study) or ``timed`` (timed side by side
+            by the caller, e.g. the exported run-time-M kernel against the per-size best).
+    """
+
+    size: int
+    bucket: int
+    dispatched_ms: float | None
+    best_ms: float | None
+    baseline_ms: float | None = None
+    how: str = "study"
+    note: str = ""
+
+    @property
+    def regret(self) -> float | None:
+        """``dispatched / best - 1``: what the bucket costs against tuning this size."""
+        if self.dispatched_ms is None or not self.best_ms:
+            return None
+        return self.dispatched_ms / self.best_ms - 1
+
+    @property
+    def vs_baseline(self) -> float | None:
+        """``baseline / dispatched``: above 1 is faster than PyTorch."""
+        if self.dispatched_ms is None or not self.baseline_ms:
+            return None
+        return self.baseline_ms / self.dispatched_ms
+
+
+@dataclass(frozen=True)
+class RangeResult:
+    """A tuned range: its buckets, the studies behind them and, once certified, the regrets."""
+
+    op: str
+    name: str
+    lo: int
+    hi: int
+    params: dict[str, Any]
+    arch: str
+    gpu: str | None
+    tolerance: float
+    studies: dict[int, str]
+    buckets: tuple[Bucket, ...]
+    heldout: tuple[Regret, ...] = ()
+    replayed: bool = False
+    trials: int = 0
+    storage: str | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> str:
+        """``m=1..16384,n=4096,...``: the problem with the range in place."""
+        return ",".join(f"{k}={self.lo}..{self.hi}" if k == self.name else f"{k}={v}" for k, v in self.params.items())
+
+    @property
+    def size_range(self) -> SizeRange:
+        return SizeRange(self.name, self.lo, self.hi)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("storage")
+        data["studies"] = {str(k): v for k, v in self.studies.items()}
+        data["buckets"] = [b.to_dict() for b in self.buckets]
+        data["heldout"] = [asdict(r) for r in self.heldout]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], storage: str | None = None) -> RangeResult:
+        values = dict(data)
+        values["studies"] = {int(k): v for k, v in data["studies"].items()}
+        values["buckets"] = tuple(Bucket.from_dict(b) for b in data["buckets"])
+        values["heldout"] = tuple(Regret(**r) for r in data.get("heldout", ()))
+        return cls(**values, storage=storage)
+
+
+def tune_range(
+    op: str | Operator,
+    params: Mapping[str, Any] | None = None,
+    *,
+    settings: TuneSettings | None = None,
+    ranges: RangeSettings | None = None,
+    runner: str | RunnerFactory | None = None,
+    **overrides: Any,
+) -> RangeResult:
+    """Tunes a range of one run-time parameter and decides its buckets.
+
+    ``params`` (or keyword ``overrides``) hold the problem with one range (``m="1..16384"`` or
+    ``m=(1, 16384)``), tuning settings (:class:`TuneSettings` fields; ``trials`` is per size;
+    ``strategy`` defaults to ``xgb``) and :class:`RangeSettings` fields. ``runner`` is a runner
+    name or a function giving each size's problem its runner (tests: a synthetic runner).
+    Raises :class:`~tilesearch.ranges.RangeError` for a bad range.
+    """
+    operator, size_range, rest, settings, ranges = _split(op, params, settings, ranges, overrides)
+    tuned: dict[int, TuneResult] = {}
+    sizes = sorted({size_range.lo, _geometric_middle(size_range), size_range.hi})
+    while True:
+        for size in sizes:
+            hints = [r.best[0].config for r in tuned.values() if r.best]
+            tuned[size] = _tune_size(operator, size_range, rest, size, settings, runner, hints)
+        table = _cross_measure(operator, size_range, rest, tuned, settings, runner)
+        if not table.latency:
+            raise NoBucketsError(
+                f"no correct configuration at any tuned size of {operator.name} "
+                f"{range_key(operator, size_range, rest)}; tune more trials per size"
+            )
+        found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance)
+        room = ranges.sizes - len(tuned)
+        sizes = bucketing.next_sizes(found, list(tuned), room) if room > 0 else []
+        if not sizes:
+            break
+    first = next(iter(tuned.values()))
+    result = RangeResult(
+        op=operator.name, name=size_range.name, lo=size_range.lo, hi=size_range.hi,
+        params=problem_at(operator, size_range, rest, size_range.lo).to_dict(),
+        arch=first.target.arch, gpu=first.target.gpu, tolerance=ranges.tolerance,
+        studies={s: r.study for s, r in sorted(tuned.items())}, buckets=tuple(found),
+        replayed=any(r.replayed for r in tuned.values()), trials=settings.trials, storage=settings.storage,
+    )
+    save(result)
+    return result
+
+
+def certify(
+    result: RangeResult,
+    *,
+    settings: TuneSettings | None = None,
+    heldout: int | Sequence[int] = 8,
+    runner: str | RunnerFactory | None = None,
+    measure: Callable[[int, dict[str, Any], dict[str, Any]], Regret] | None = None,
+) -> RangeResult:
+    """Certifies a tuned range on held-out sizes (``heldout``: how many, or which).
+
+    Each held-out size is tuned like a range size (``settings.trials`` configurations, by
+    default as many as each size of the range had; the dispatched configuration among the first), so its study holds both that size's best and
+    the dispatched configuration measured at it. ``measure(size, dispatched_config,
+    best_config)`` may replace the figures by its own timing (the GPU experiment times the
+    exported run-time-M kernel itself beside the best kernel and ``torch.matmul``). The result,
+    with the regrets, is saved again.
+    """
+    operator = registry.load(result.op)
+    settings = settings or TuneSettings(strategy="xgb", trials=result.trials or TuneSettings.trials, progress=False)
+    settings = replace(settings, storage=result.storage, study=None)
+    rest = {k: v for k, v in result.params.items() if k != result.name}
+    size_range = result.size_range
+    sizes = heldout if not isinstance(heldout, int) else bucketing.held_out(
+        result.lo, result.hi, list(result.studies), heldout)
+    regrets = []
+    for size in sizes:
+        index = bucketing.bucket_of(result.buckets, size)
+        dispatched = result.buckets[index].config
+        tuned = _tune_size(operator, size_range, rest, size, settings, runner, [dispatched])
+        if not tuned.best:
+            regrets.append(Regret(size, index, None, None, note="no correct configuration"))
+            continue
+        if measure is not None:
+            regrets.append(replace(measure(size, dispatched, tuned.best[0].config), size=size, bucket=index))
+            continue
+        record = _dispatched_record(operator, size_range, rest, size, settings, runner, tuned, dispatched)
+        ok = record is not None and record.status == "ok" and record.latency_ms is not None
+        note = "" if ok else (f"dispatched configuration {record.status}: {record.error}" if record else "not measured")
+        regrets.append(Regret(
+            size, index, record.latency_ms if ok else None, tuned.best[0].latency_ms,
+            baseline_ms=(record.baseline_ms if ok else None) or tuned.best[0].baseline_ms, note=note,
+        ))
+    certified = replace(result, heldout=tuple(regrets))
+    save(certified)
+    return certified
+
+
+def summary(regrets: Sequence[Regret]) -> dict[str, float | None]:
+    """Median and largest regret, and the geometric mean of the ratio to the baseline."""
+    import statistics
+
+    values = sorted(r.regret for r in regrets if r.regret is not None)
+    ratios = [r.vs_baseline for r in regrets if r.vs_baseline]
+    return {
+        "measured": len(values),
+        "median_regret": statistics.median(values) if values else None,
+        "max_regret": values[-1] if values else None,
+        "geomean_vs_baseline": statistics.geometric_mean(ratios) if ratios else None,
+    }
+
+
+# --- storage: one record study per range ------------------------------------------------------
+
+PREFIX = "range:"
+
+
+def record_name(op: str, key: str, arch: str) -> str:
+    return f"{PREFIX}{op}:{key}:{arch}"
+
+
+def save(result: RangeResult) -> None:
+    """Keeps ``result`` in its storage, in a study of its own that holds no trials."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(storage=open_storage(result.storage), load_if_exists=True,
+                                study_name=record_name(result.op, result.key, result.arch))
+    study.set_user_attr("range_of", result.op)
+    study.set_user_attr("range", json.dumps(result.to_dict()))  # params keep their order: it is the key's
+
+
+def find(storage: str | None, op: str, key: str, arch: str | None = None) -> list[RangeResult]:
+    """The tuned ranges of ``op`` with problem ``key`` (``m=1..16384,n=...``) in ``storage``."""
+    found = []
+    for summary_ in optuna.study.get_all_study_summaries(open_storage(storage), include_best_trial=False):
+        attrs = summary_.user_attrs
+        if attrs.get("range_of") != op or "range" not in attrs:
+            continue
+        result = RangeResult.from_dict(json.loads(attrs["range"]), storage=storage)
+        if result.key == key and (arch is None or capability(result.arch) == capability(arch)):
+            found.append(result)
+    return found
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _split(op, params, settings, ranges, overrides):
+    operator = registry.load(op) if isinstance(op, str) else op
+    raw = {**(params or {}), **overrides}
+    setting_keys, range_keys = set(TuneSettings.keys()), set(RangeSettings.keys())
+    settings = replace(settings or TuneSettings(strategy="xgb"), **{k: v for k, v in raw.items() if k in setting_keys})
+    ranges = replace(ranges or RangeSettings(), **{k: v for k, v in raw.items() if k in range_keys})
+    problem = {k: v for k, v in raw.items() if k not in setting_keys | range_keys}
+    size_range, rest = parse(operator, problem)
+    if size_range is None:
+        from tilesearch.ranges import RangeError
+
+        raise RangeError(f"no range among {', '.join(problem) or 'the parameters'}: give one as lo..hi, e.g. m=1..16384")
+    range_key(operator, size_range, rest)  # the other parameters are checked here, before any tuning
+    return operator, size_range, rest, replace(settings, study=None), ranges
+
+
+def _geometric_middle(size_range: SizeRange) -> int:
+    import math
+
+    return min(max(math.isqrt(size_range.lo * size_range.hi), size_range.lo + 1), size_range.hi - 1)
+
+
+def _runner_for(runner: str | RunnerFactory | None, problem: Problem) -> Any:
+    return runner(problem) if callable(runner) else runner
+
+
+def _tune_size(operator, size_range, rest, size, settings, runner, hints) -> TuneResult:
+    """Tunes one size, the given configurations (other sizes' winners) first."""
+    problem = problem_at(operator, size_range, rest, size)
+    search = create(settings.strategy, settings.seed, **({"transfer": settings.transfer} if settings.transfer else {}))
+    if settings.hints:
+        search = Hinted(search, settings.hints)
+    return tune(operator, problem, settings=settings, strategy=Hinted(search, hints),
+                runner=_runner_for(runner, problem))
+
+
+def _dispatched_record(operator, size_range, rest, size, settings, runner, tuned, dispatched) -> Any:
+    """The dispatched configuration's record at a held-out size. The op's space may prune it
+    there (split-K "not worth it" once the tiles fill the SMs), yet the run-time-M kernel runs
+    it at every size of its bucket; it is then measured in a side study whose space keeps the
+    knobs and drops the constraints (it passed the shape-independent ones at its own size)."""
+    key = config_key(dispatched)
+
+    def lookup(name: str) -> Any:
+        found = [r for r in TuningDatabase(settings.storage, name).finished().values() if config_key(r.config) == key]
+        return found[0] if found else None
+
+    record = lookup(tuned.study)
+    if record is not None and record.status != "invalid":
+        return record
+    side = f"{tuned.study}/dispatched"
+    problem = problem_at(operator, size_range, rest, size)
+    knobs = operator.space(problem, tuned.target).knobs
+    tune(operator, problem, settings=replace(settings, study=side, trials=1, hints=""),
+         strategy=Hinted(None, [dispatched]), runner=_runner_for(runner, problem), space=Space(knobs))
+    return lookup(side)
+
+
+def _cross_measure(operator, size_range, rest, tuned, settings, runner) -> Table:
+    """Measures every tuned size's winner at every other tuned size; returns the table."""
+    winners = {config_key(r.best[0].config): r.best[0].config for r in tuned.values() if r.best}
+    table = Table()
+    for size, result in sorted(tuned.items()):
+        db = TuningDatabase(settings.storage, result.study)
+        measured = {config_key(r.config) for r in db.finished().values()}
+        missing = [c for k, c in winners.items() if k not in measured]
+        if missing:
+            problem = problem_at(operator, size_range, rest, size)
+            tune(operator, problem, settings=replace(settings, trials=db.planned() + len(missing)),
+                 strategy=Hinted(None, missing), runner=_runner_for(runner, problem))
+        row = {}
+        for record in TuningDatabase(settings.storage, result.study).best(10**6):
+            key = config_key(record.config)
+            row.setdefault(key, record.latency_ms)
+            table.configs.setdefault(key, record.config)
+        if row:
+            table.latency[size] = row
+    return table

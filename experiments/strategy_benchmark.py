@@ -61,11 +61,13 @@ from tilesearch.runner import ReplayRunner
 from tilesearch.space import Space
 from tilesearch.strategy import GridStrategy, Proposal, SearchContext, Strategy, XGBStrategy, create
 from tilesearch.strategy.hints import Hinted, carver_gemm
+from tilesearch.strategy.sampler import cmaes, gp
 from tilesearch.strategy.until import Until
 from tilesearch.target import Target
 
 TARGETS = (0.97, 0.99)
 STRATEGIES = ("grid", "random", "tpe", "xgb", "xgb+transfer")
+OPTUNA_SAMPLERS = {"gp": gp, "cmaes": cmaes}  # Optuna's samplers that are not tilesearch strategies
 
 
 class Recorder(ReplayRunner):
@@ -146,6 +148,8 @@ def make_strategy(name: str, seed: int, transfer: str = "", hints: list | None =
         raise SystemExit(f"strategy {name!r}: unknown or unsupported modifier {sorted(unknown)}")
     if base == "xgb":
         strategy: Strategy = XGBStrategy(seed, transfer=[transfer] if "transfer" in mods else [], auto_transfer=False)
+    elif base in OPTUNA_SAMPLERS:
+        strategy = OPTUNA_SAMPLERS[base](seed)
     else:
         strategy = create(base, seed)
     if "carver" in mods:
@@ -408,7 +412,11 @@ def plot(outcome: Outcome, path: Path, synthetic: bool) -> bool:
 
 
 def benchmark(datasets: Sequence[dataset.Dataset], args: argparse.Namespace,
-              log: Callable[[str], None] = print) -> list[Outcome]:
+              log: Callable[[str], None] = print, run: Callable[..., Run] | None = None) -> list[Outcome]:
+    """Every strategy of ``args.strategies`` on every dataset, one run per seed. ``run`` (default
+    :func:`run_one`, same arguments) runs one; ``experiments/field_benchmark.py`` passes one that
+    also knows other tuners' strategies."""
+    run = run or run_one
     outcomes = []
     for data in datasets:
         best = data.best().tflops
@@ -426,8 +434,8 @@ def benchmark(datasets: Sequence[dataset.Dataset], args: argparse.Namespace,
                 log(f"{data.name}: no other dataset of {data.op} on this GPU to transfer from; skipping {name}")
                 continue
             start = time.perf_counter()
-            runs = [run_one(data, name, seed, horizon=horizon, cap=cap, batch=args.batch, hints=hints,
-                            transfer=source.path if "transfer" in name and source else "")
+            runs = [run(data, name, seed, horizon=horizon, cap=cap, batch=args.batch, hints=hints,
+                        transfer=source.path if "transfer" in name and source else "")
                     for seed in range(args.seeds)]
             outcome.runs[name] = runs
             outcome.scores[name] = [willemsen_score(r, setup) for r in runs]

@@ -55,7 +55,8 @@ def problem_of(text: str) -> dict[str, Any]:
     return {"m": m, "n": n, "k": k, "dtype": "float16", "layout": layout or "nn"}
 
 
-def run(text: str, seed: int, trials: int, batch: int) -> dict[str, Any]:
+def run(text: str, seed: int, trials: int, batch: int, **options: Any) -> dict[str, Any]:
+    """One tuning run of ``xgb`` (``options`` go to :class:`XGBStrategy`) on problem ``text``."""
     op = registry.load("gemm")
     target = Target.from_arch("sm_90a", gpu="synthetic")
     problem = op.problem(**problem_of(text))
@@ -63,7 +64,7 @@ def run(text: str, seed: int, trials: int, batch: int) -> dict[str, Any]:
     params = problem.to_dict()
     latencies = [ms for c in space.enumerate() if (ms := gemm_latency(params, c, target)) is not None]
     best = min(latencies)
-    strategy = RoundTimer(XGBStrategy(seed, auto_transfer=False))
+    strategy = RoundTimer(XGBStrategy(seed, auto_transfer=False, **options))
     runner = SyntheticRunner(lambda c: gemm_latency(params, c, target), target=target)
     builder = NullBuilder()
     builder.workers = batch - 1

@@ -52,7 +52,7 @@ from tilesearch.database import TuningDatabase
 from tilesearch.op import Problem
 from tilesearch.report import table
 from tilesearch.runner import LocalRunner, MeasureSettings
-from tilesearch.space import Config, Space, config_key
+from tilesearch.space import Config, config_key
 from tilesearch.strategy import GridStrategy, SearchContext, create
 from tilesearch.strategy.until import Until
 from tilesearch.target import Target
@@ -104,18 +104,6 @@ class Listed(GridStrategy):
 
     def order(self, context: SearchContext) -> list[dict]:
         return self.configs
-
-
-def neighbours(space: Space, config: Config) -> list[Config]:
-    """The valid configurations of ``space`` that differ from ``config`` in one knob."""
-    found = []
-    for knob in space.knobs:
-        for value in knob.values():
-            if value != config[knob.name]:
-                other = {**config, knob.name: value}
-                if space.why_invalid(other) is None:
-                    found.append(other)
-    return found
 
 
 def plan_sample(valid: list[Config], size: int, seed: int) -> list[Config]:
@@ -189,7 +177,7 @@ def record(params: dict, args: argparse.Namespace, deadline: float) -> dict:
         rows = {config_key(r.config): r for r in dataset.rows_from_records(db.records())}
         measured = [rows[config_key(c)] for c in drawn if config_key(c) in rows]
         best = sorted((r for r in measured if r.ok), key=lambda r: r.latency_ms)[:args.neighbours]
-        plan = list({config_key(c): c for c in drawn + [n for r in best for n in neighbours(space, r.config)]}.values())
+        plan = list({config_key(c): c for c in drawn + [n for r in best for n in space.neighbours(r.config)]}.values())
         if len(measured) == len(drawn):  # the neighbours of the best are known once the sample is
             result = measure_all(Listed(plan), len(plan))
         sample = {"method": "uniform+neighbours", "seed": args.seed, "uniform": len(drawn),

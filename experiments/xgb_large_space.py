@@ -23,30 +23,15 @@ import time
 import warnings
 from typing import Any
 
+from strategy_benchmark import Timed
+
 from tilesearch import registry, tune
 from tilesearch.builder import NullBuilder
-from tilesearch.strategy import Proposal, SearchContext, Strategy, XGBStrategy
+from tilesearch.strategy import XGBStrategy
 from tilesearch.target import Target
 from tilesearch.testing.synthetic import SyntheticRunner, gemm_latency
 
 PROBLEMS = ("1024x1024x1024", "8192x8192x8192", "4096x14336x4096:nt")
-
-
-class RoundTimer(Strategy):
-    """Times each proposal round of the strategy it wraps."""
-
-    def __init__(self, inner: Strategy) -> None:
-        self.inner, self.name, self.rounds = inner, inner.name, []
-
-    def sampler(self) -> Any:
-        return self.inner.sampler()
-
-    def propose(self, context: SearchContext, n: int) -> list[Proposal]:
-        start = time.perf_counter()
-        try:
-            return self.inner.propose(context, n)
-        finally:
-            self.rounds.append(time.perf_counter() - start)
 
 
 def problem_of(text: str) -> dict[str, Any]:
@@ -64,7 +49,7 @@ def run(text: str, seed: int, trials: int, batch: int, **options: Any) -> dict[s
     params = problem.to_dict()
     latencies = [ms for c in space.enumerate() if (ms := gemm_latency(params, c, target)) is not None]
     best = min(latencies)
-    strategy = RoundTimer(XGBStrategy(seed, auto_transfer=False, **options))
+    strategy = Timed(XGBStrategy(seed, auto_transfer=False, **options))
     runner = SyntheticRunner(lambda c: gemm_latency(params, c, target), target=target)
     builder = NullBuilder()
     builder.workers = batch - 1

@@ -35,8 +35,8 @@ def test_sample_plus_neighbours_of_the_best(tmp_path, capsys):
     assert {config_key(c) for c in drawn} <= keys
     best = min((r for r in data.rows if r.ok and config_key(r.config) in
                 {config_key(c) for c in drawn}), key=lambda r: r.latency_ms)
-    assert {config_key(c) for c in rd.neighbours(space, best.config)} <= keys
-    assert len(keys) == 10 + len({config_key(c) for c in rd.neighbours(space, best.config)} -
+    assert {config_key(c) for c in space.neighbours(best.config)} <= keys
+    assert len(keys) == 10 + len({config_key(c) for c in space.neighbours(best.config)} -
                                  {config_key(c) for c in drawn})
     # a search on a sample can only ask for its rows
     assert data.restrict(space).count_valid() == len(data)

@@ -259,24 +259,13 @@ class XGBStrategy(Strategy):
                              self.max_draws - min(PROBE_DRAWS, self.max_draws))
         return list({**picked, **more}.values())
 
-    def _neighbours(self, context: SearchContext, config: Config) -> list[Config]:
-        """Valid configurations that differ from ``config`` in one knob."""
-        space, found = context.space, []
-        for knob in space.knobs:
-            for value in knob.values():
-                if value != config[knob.name]:
-                    other = {**config, knob.name: value}
-                    if space.why_invalid(other) is None:
-                        found.append(other)
-        return found
-
     def _pool(self, context: SearchContext, taken: set[str]) -> list[Config]:
         """This round's pool of a large space (see the module docstring)."""
         measured = [r for r in context.db.records() if r.status == Status.OK.value and r.latency_ms]
         fastest = sorted(measured, key=lambda r: r.latency_ms)[:self.local]
         centres = [r.config for r in fastest] + self._carried[:self.local]
         pool: dict[str, Config] = {}
-        for config in self._carried + [n for c in centres for n in self._neighbours(context, c)]:
+        for config in self._carried + [n for c in centres for n in context.space.neighbours(c)]:
             key = candidate_key(context, config)
             if key not in taken:
                 pool.setdefault(key, config)

@@ -80,16 +80,19 @@ def parse_shapes(text: str) -> list[dict]:
     return shapes
 
 
-def parse_problems(text: str) -> list[dict]:
-    """``m=1024 n=1024 k=1024; t=8192 k=8192 h=16 d=128`` -> problem parameter dicts (numbers
-    as int; the op checks names and values)."""
+def parse_problems(text: str, op: str = "gemm") -> list[tuple[str, dict]]:
+    """``m=1024 n=1024 k=1024; einsum_sum: t=8192 k=8192 h=16 d=128`` -> (op, problem parameter
+    dict) pairs: an entry names its op before a colon, else it is ``op``; numbers become int
+    (the op checks names and values)."""
     problems = []
     for item in filter(None, (s.strip() for s in text.split(";"))):
+        name, colon, rest = item.partition(":")
+        entry_op, item = (name.strip(), rest) if colon else (op, item)
         pairs = [p.partition("=") for p in item.split()]
         bad = [k for k, eq, v in pairs if not eq or not k or not v]
-        if bad:
-            raise SystemExit(f"bad problem {item!r}; expected KEY=VALUE pairs, e.g. m=1024 n=1024 k=1024 layout=nt")
-        problems.append({k: int(v) if v.isdigit() else v for k, _, v in pairs})
+        if bad or not pairs:
+            raise SystemExit(f"bad problem {item!r}; expected [OP:] KEY=VALUE pairs, e.g. m=1024 n=1024 k=1024 layout=nt")
+        problems.append((entry_op, {k: int(v) if v.isdigit() else v for k, _, v in pairs}))
     return problems
 
 
@@ -139,13 +142,13 @@ def commit() -> str:
         return "unknown"
 
 
-def record(params: dict, args: argparse.Namespace, deadline: float) -> dict:
-    op = registry.load(args.op)
+def record(op_name: str, params: dict, args: argparse.Namespace, deadline: float) -> dict:
+    op = registry.load(op_name)
     problem = op.problem(**params)
     target = Target.from_arch(args.arch, **({"gpu": "synthetic"} if args.dry_run else {}))
     space = op.space(problem, target)
     if args.space == "sub":
-        if args.op != "gemm":
+        if op_name != "gemm":
             raise SystemExit("--space sub is the 7-knob GEMM sub-space; use --space full for other ops")
         space = dataset.sweep(space, SUBSPACE)
     valid_configs = list(space.enumerate())
@@ -154,7 +157,7 @@ def record(params: dict, args: argparse.Namespace, deadline: float) -> dict:
     if args.dry_run:
         from tilesearch.testing.synthetic import SyntheticRunner, default_latency, gemm_latency
 
-        made_up = (lambda c: gemm_latency(problem.to_dict(), c, target)) if args.op == "gemm" else default_latency
+        made_up = (lambda c: gemm_latency(problem.to_dict(), c, target)) if op_name == "gemm" else default_latency
         runner, builder = SyntheticRunner(made_up, target=target), NullBuilder()
     else:
         runner, builder = LocalRunner(timeout=args.run_timeout, settings=measure), None
@@ -162,7 +165,7 @@ def record(params: dict, args: argparse.Namespace, deadline: float) -> dict:
         f":sample{args.sample}+{args.neighbours}@{args.seed}" if args.sample else "")
 
     def measure_all(strategy, trials: int):
-        return tune(args.op, problem, space=space, strategy=Until(strategy, lambda _: time.monotonic() > deadline),
+        return tune(op_name, problem, space=space, strategy=Until(strategy, lambda _: time.monotonic() > deadline),
                     runner=runner, builder=builder, storage=args.storage, study=study, trials=trials,
                     build_workers=args.workers, progress=not args.quiet, arch=args.arch)
 
@@ -230,9 +233,10 @@ def result_workers(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--op", default="gemm", help="operator (gemm, einsum_sum, ...)")
+    parser.add_argument("--op", default="gemm", help="operator of the --problems that name none (gemm, einsum_sum, ...)")
     parser.add_argument("--shapes", default="", help="GEMM shorthand: MxNxK[:dtype],... (dtype float16 or bfloat16)")
-    parser.add_argument("--problems", default="", help="problems as KEY=VALUE pairs, separated by ';'")
+    parser.add_argument("--problems", default="",
+                        help="problems as [OP:] KEY=VALUE pairs, separated by ';' (OP default --op)")
     parser.add_argument("--space", choices=("sub", "full"), default="sub",
                         help="sub: the 7-knob GEMM sub-space of the committed datasets; full: the op's whole space")
     parser.add_argument("--sample", type=int, default=0,
@@ -253,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="made-up latencies, no compilation, no GPU (tests this script; files say SYNTHETIC)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    problems = parse_shapes(args.shapes) + parse_problems(args.problems)
+    problems = [("gemm", p) for p in parse_shapes(args.shapes)] + parse_problems(args.problems, args.op)
     if not problems:
         parser.error("give --shapes or --problems")
     if args.shapes and args.op != "gemm":
@@ -261,11 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + args.deadline
     summary = []
-    for params in problems:
+    for op_name, params in problems:
         if time.monotonic() > deadline:
-            print(f"deadline passed: {params} not started; rerun to record it", file=sys.stderr)
+            print(f"deadline passed: {op_name} {params} not started; rerun to record it", file=sys.stderr)
             continue
-        summary.append(record(params, args, deadline))
+        summary.append(record(op_name, params, args, deadline))
         print(f"wrote {summary[-1]['file']}", file=sys.stderr)
     if args.storage.startswith("sqlite:///"):
         db_file = Path(args.storage.removeprefix("sqlite:///"))
@@ -278,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     for s in summary:
         print(f"best {s['shape']}: {s['best']}")
     incomplete = [s["shape"] for s in summary if not s["complete"]] + [
-        " ".join(f"{k}={v}" for k, v in p.items()) for p in problems[len(summary):]]
+        f"{o}: " + " ".join(f"{k}={v}" for k, v in p.items()) for o, p in problems[len(summary):]]
     if incomplete:
         print(f"incomplete (deadline): {', '.join(incomplete)}; rerun the same command to resume")
     return 0

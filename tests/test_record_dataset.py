@@ -52,16 +52,15 @@ def test_full_sweep_of_a_small_space_is_complete_and_has_no_sample(tmp_path):
     space = op.space(op.problem(**problem), Target.from_arch("sm_90a"))
     if space.count_valid() > 60:
         pytest.skip("einsum_sum's space at this size is too large for a quick dry run")
-    data = _record(tmp_path, "--op", "einsum_sum", "--space", "full",
-                   "--problems", " ".join(f"{k}={v}" for k, v in problem.items()))
+    data = _record(tmp_path, "--space", "full", "--problems", "einsum_sum: " + " ".join(f"{k}={v}" for k, v in problem.items()))
     assert data.meta["sample"] is None and data.meta["complete"] and not data.sampled
 
 
 def test_bad_problem_text_is_refused():
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         rd.parse_problems("m=1 n")
-    assert rd.parse_problems("m=1024 n=8 k=4 layout=nt; t=2 k=3") == [
-        {"m": 1024, "n": 8, "k": 4, "layout": "nt"}, {"t": 2, "k": 3}]
+    assert rd.parse_problems("m=1024 n=8 k=4 layout=nt; einsum_sum: t=2 k=3") == [
+        ("gemm", {"m": 1024, "n": 8, "k": 4, "layout": "nt"}), ("einsum_sum", {"t": 2, "k": 3})]
 
 
 def test_version_1_files_still_read_and_unknown_versions_are_refused(tmp_path):

@@ -18,7 +18,9 @@ Each strategy runs once per seed on each dataset of ``--data``, as in
   machine the committed results come from (one 40-trial run did not finish in 14 minutes);
   ``--strategies ...,gp`` runs it;
 - Kernel Tuner's (``kt:NAME``, see :data:`kernel_tuner_sim.STRATEGIES`) in Kernel Tuner's own
-  simulation mode on the dataset exported to its cache format (``kernel_tuner_sim``).
+  simulation mode on the dataset exported to its cache format (``kernel_tuner_sim``);
+  ``kt:NAME/reversed`` lists every knob's values in reverse order in the export (differential
+  evolution's first population follows that order: ``kernel_tuner_sim``'s docstring).
 
 Every run gets the same budget (``--max-share`` of the dataset, Kernel Tuner's ``max_fevals``);
 tuner-driven runs of ours stop early once they are past ``--horizon`` and have 99% of the best,
@@ -55,7 +57,8 @@ from tilesearch.space import config_key
 
 OURS = ("random", "tpe", "xgb", "xgb+transfer")
 OPTUNA = ("cmaes", "gp")
-DEFAULT = OURS + ("cmaes",) + tuple(kts.PREFIX + name for name in kts.STRATEGIES)
+# differential evolution again on the knob values listed in reverse (see kernel_tuner_sim's "Order")
+DEFAULT = OURS + ("cmaes",) + tuple(kts.PREFIX + name for name in kts.STRATEGIES) + ("kt:diff_evo/reversed",)
 
 
 def tuner(name: str) -> str:
@@ -114,9 +117,12 @@ class Runs:
             return optuna_run(data, name, seed, horizon=horizon, cap=cap)
         if not name.startswith(kts.PREFIX):
             return sb.run_one(data, name, seed, horizon=horizon, cap=cap, batch=batch, transfer=transfer, hints=hints)
-        if data.name not in self.caches:
-            self.caches[data.name] = kts.export(data, self.directory / f"{data.name}.json")
-        rows, seconds = kts.run(self.caches[data.name], name.removeprefix(kts.PREFIX), seed, max_fevals=cap)
+        reverse = name.endswith(kts.REVERSED)
+        strategy = name.removeprefix(kts.PREFIX).removesuffix(kts.REVERSED)
+        key = data.name + ("_reversed" if reverse else "")
+        if key not in self.caches:
+            self.caches[key] = kts.export(data, self.directory / f"{key}.json", reverse=reverse)
+        rows, seconds = kts.run(self.caches[key], strategy, seed, max_fevals=cap)
         return sb._run(name, seed, rows, seconds)
 
 
@@ -186,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.strategies = [s for s in args.strategies.split(",") if s]
     unknown = [s for s in args.strategies if s.startswith(kts.PREFIX) and s.removeprefix(kts.PREFIX)
-               not in kts.STRATEGIES]
+               .removesuffix(kts.REVERSED) not in kts.STRATEGIES]
     if unknown:
         print(f"unknown Kernel Tuner strategies {unknown}; choose from {', '.join(kts.STRATEGIES)}", file=sys.stderr)
         return 2

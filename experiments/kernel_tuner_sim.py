@@ -22,8 +22,14 @@ and ``strategies/common.py`` of kernel-tuner 1.5.0):
   index of their value, since Kernel Tuner's snapping to the nearest value needs numbers.
 - Seeds: Kernel Tuner 1.5.0 takes no seed for these strategies; they draw from Python's
   ``random`` and NumPy's global generator, so :func:`run` seeds both. Its Bayesian optimisation
-  draws the Latin-hypercube start from an unseeded SciPy generator, which :func:`run` seeds
-  from NumPy's global one, so that every run is reproducible.
+  and its search space's Latin-hypercube sample (differential evolution's first population)
+  draw from unseeded SciPy generators, which :func:`run` seeds from NumPy's global one, so that
+  every run is reproducible.
+- Order: differential evolution's first population is a Latin-hypercube sample that Kernel
+  Tuner 1.5.0 passes through a ``set`` (``Searchspace.get_LHS_sample_indices``), which puts it in
+  the order of the search space's enumeration; the configurations it measures first are
+  therefore the first ones of that enumeration, whatever the seed. ``export(reverse=True)``
+  lists every knob's values in reverse, which shows how much a strategy owes to that order.
 - Times: the cache carries each row's ``compile_s`` as ``compile_time`` and ``measure_s`` as
   ``benchmark_time`` (milliseconds), and :func:`run` measures Kernel Tuner's own time (its
   strategy and framework), which the Willemsen score adds as tilesearch's strategy time is.
@@ -61,6 +67,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "random_sample": {"fraction": 1.0},  # the budget, not a share of the space, ends it
 }
 PREFIX = "kt:"
+REVERSED = "/reversed"  # suffix: the same strategy on the values listed in reverse
 _FAILED = {"compile_error": "CompilationFailedConfig", "compile_timeout": "CompilationFailedConfig"}
 
 
@@ -83,18 +90,19 @@ class Cache:
         return FunctionConstraint(lambda *values: tuple(values) in allowed)
 
 
-def _encoding(values: list[Any]) -> dict[Any, Any]:
+def _encoding(values: list[Any], reverse: bool) -> dict[Any, Any]:
     numeric = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-    return {v: (v if numeric else i) for i, v in enumerate(values)}
+    ordered = list(reversed(values)) if reverse else list(values)
+    return {v: (v if numeric else i) for i, v in enumerate(ordered)}
 
 
-def export(data: dataset.Dataset, path: str | Path) -> Cache:
+def export(data: dataset.Dataset, path: str | Path, *, reverse: bool = False) -> Cache:
     """Writes ``data`` as a Kernel Tuner cache file (``device_name``, ``kernel_name``,
     ``problem_size``, ``tune_params_keys``, ``tune_params``, ``objective`` and ``cache``: one
     entry per row, keyed by its comma-joined values, with ``time`` in ms or the failure's class
-    name)."""
+    name). ``reverse`` lists each knob's values in reverse order."""
     names = list(data.knobs)
-    encode = {k: _encoding(v) for k, v in data.knobs.items()}
+    encode = {k: _encoding(v, reverse) for k, v in data.knobs.items()}
     tune_params = {k: list(encode[k].values()) for k in names}
     problem_size = tuple(v for v in data.problem.values() if isinstance(v, int) and not isinstance(v, bool))
     entries, rows = {}, {}
@@ -126,12 +134,16 @@ def _seeded(seed: int):
 
     random.seed(seed)
     np.random.seed(seed)
-    original = bayes_opt.LatinHypercube
-    bayes_opt.LatinHypercube = lambda d, **kw: qmc.LatinHypercube(d=d, rng=np.random.randint(2**31), **kw)
+    original = qmc.LatinHypercube
+
+    def seeded(d: int, **kw: Any) -> Any:
+        return original(d=d, rng=np.random.randint(2**31), **kw)
+
+    bayes_opt.LatinHypercube = qmc.LatinHypercube = seeded  # bayes_opt imported the name; searchspace imports it late
     try:
         yield
     finally:
-        bayes_opt.LatinHypercube = original
+        bayes_opt.LatinHypercube = qmc.LatinHypercube = original
 
 
 def run(cache: Cache, strategy: str, seed: int, *, max_fevals: int,

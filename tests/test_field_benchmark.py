@@ -61,6 +61,8 @@ def test_kernel_tuner_runs_count_unique_evaluations_and_are_seeded(data_dir, tmp
     again, _ = kts.run(cache, "genetic_algorithm", 3, max_fevals=12)
     other, _ = kts.run(cache, "genetic_algorithm", 4, max_fevals=12)
     assert [r.config for r in again] == [r.config for r in rows] != [r.config for r in other]
+    lhs, _ = kts.run(cache, "diff_evo", 3, max_fevals=12)  # its first population is an unseeded LHS in 1.5.0
+    assert [r.config for r in lhs] == [r.config for r in kts.run(cache, "diff_evo", 3, max_fevals=12)[0]]
     everything, _ = kts.run(cache, "random_sample", 0, max_fevals=len(data))
     assert len(everything) == len(data)  # failed rows included: the space is the dataset's rows
 
@@ -75,15 +77,18 @@ def test_optuna_cmaes_run_measures_distinct_rows_up_to_the_cap(data_dir):
 def test_field_benchmark_end_to_end(data_dir, tmp_path):
     out = tmp_path / "out"
     assert fb.main(["--data", str(data_dir), "--out", str(out), "--seeds", "2", "--min-horizon", "4",
-                    "--strategies", "random,xgb,xgb+transfer,cmaes,kt:random_sample,kt:genetic_algorithm,kt:bayes_opt",
+                    "--strategies", "random,xgb,xgb+transfer,cmaes,kt:random_sample,kt:genetic_algorithm,kt:bayes_opt,"
+                    "kt:diff_evo/reversed",
                     "--caches", str(tmp_path / "caches")]) == 0
     text = (out / "results.md").read_text()
-    for name in ("random", "xgb", "cmaes", "kt:random_sample", "kt:genetic_algorithm", "kt:bayes_opt"):
+    for name in ("random", "xgb", "cmaes", "kt:random_sample", "kt:genetic_algorithm", "kt:bayes_opt",
+                 "kt:diff_evo/reversed"):
         assert f"| {name} | " in text
     assert "- a: fewest trials to 97%: " in text and "xgb fewest: " in text
     raw = json.loads((out / "results.json").read_text())
     assert len(raw["a"]["runs"]["kt:genetic_algorithm"]) == 2 and set(raw["verdicts"]) == {"a", "b"}
-    assert sorted(p.name for p in (tmp_path / "caches").glob("*.json")) == ["a.json", "b.json"]
+    assert sorted(p.name for p in (tmp_path / "caches").glob("*.json")) == [
+        "a.json", "a_reversed.json", "b.json", "b_reversed.json"]
 
 
 def test_unknown_kernel_tuner_strategy_is_refused(data_dir, tmp_path, capsys):
@@ -105,3 +110,11 @@ def test_verdict_says_when_another_strategy_beats_xgb():
     assert v["best_score"] == ["xgb"] and v["xgb_best_score"]
     outcome.runs["kt:pso"] = runs("kt:pso", [20, None, None])
     assert fb.verdicts([outcome])["d"]["xgb_fewest"]
+
+
+def test_reversed_export_lists_values_in_reverse_and_keeps_the_rows(data_dir, tmp_path):
+    data = dataset.load(data_dir / "a.jsonl.gz")
+    cache = kts.export(data, tmp_path / "r.json", reverse=True)
+    assert cache.tune_params["block_n"] == [256, 128, 64] and cache.tune_params["warp_policy"] == [0, 1]
+    assert cache.encode["warp_policy"] == {"full_row": 0, "square": 1}
+    assert sorted(map(str, cache.rows.values())) == sorted(map(str, data.rows))

@@ -144,7 +144,7 @@ class Dataset:
         def in_sample(config: Mapping[str, Any]) -> str | None:
             return None if config_key(config) in recorded else "not in the dataset's sample"
 
-        return Space(swept.knobs, (*swept.constraints, in_sample))
+        return Space(swept.knobs, (in_sample, *swept.constraints))  # the cheap check first: it rejects most
 
     @property
     def sampled(self) -> bool:

@@ -11,6 +11,8 @@ problem is nearest, by the sum of |log2| differences of the sizes plus 2 per dif
 layout; ``NAME+carver`` proposes TileLang Carver's hints first), it runs the real tuning loop
 (:func:`tilesearch.tune` with the replay runner, an in-memory study and batches of ``--batch``
 proposals) once per seed, and records the order in which configurations were measured.
+``gp`` and ``cmaes`` are Optuna's GPSampler and CmaEsSampler run through the same loop
+(``experiments/field_benchmark.py`` compares them, and Kernel Tuner's strategies, with ours).
 ``--transfer-from all`` also runs ``xgb+transfer`` from each other dataset in turn, in a table
 of its own, to show how much the result depends on the choice of the source. Reported, per
 dataset and strategy:
@@ -61,11 +63,13 @@ from tilesearch.runner import ReplayRunner
 from tilesearch.space import Space
 from tilesearch.strategy import GridStrategy, Proposal, SearchContext, Strategy, XGBStrategy, create
 from tilesearch.strategy.hints import Hinted
+from tilesearch.strategy.sampler import cmaes, gp
 from tilesearch.strategy.until import Until
 from tilesearch.target import Target
 
 TARGETS = (0.97, 0.99)
 STRATEGIES = ("grid", "random", "tpe", "xgb", "xgb+transfer")
+OPTUNA_SAMPLERS = {"gp": gp, "cmaes": cmaes}  # Optuna's samplers that are not tilesearch strategies
 
 
 class Recorder(ReplayRunner):
@@ -85,12 +89,13 @@ class Recorder(ReplayRunner):
 
 
 class Timed(Strategy):
-    """Measures the wall time a strategy spends proposing."""
+    """Measures the wall time a strategy spends proposing: in all, and per round."""
 
     def __init__(self, inner: Strategy) -> None:
         self.inner = inner
         self.name = inner.name
         self.seconds = 0.0
+        self.rounds: list[float] = []
 
     def sampler(self) -> Any:
         return self.inner.sampler()
@@ -100,7 +105,8 @@ class Timed(Strategy):
         try:
             return self.inner.propose(context, n)
         finally:
-            self.seconds += time.perf_counter() - start
+            self.rounds.append(time.perf_counter() - start)
+            self.seconds += self.rounds[-1]
 
 
 @dataclass
@@ -146,6 +152,8 @@ def make_strategy(name: str, seed: int, transfer: str = "", hints: list | None =
         raise SystemExit(f"strategy {name!r}: unknown or unsupported modifier {sorted(unknown)}")
     if base == "xgb":
         strategy: Strategy = XGBStrategy(seed, transfer=[transfer] if "transfer" in mods else [], auto_transfer=False)
+    elif base in OPTUNA_SAMPLERS:
+        strategy = OPTUNA_SAMPLERS[base](seed)
     else:
         strategy = create(base, seed)
     if "carver" in mods:
@@ -381,8 +389,8 @@ def plot(outcome: Outcome, path: Path, synthetic: bool) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for name, runs in outcome.runs.items():
+    fig, ax = plt.subplots(figsize=(7, 4.2) if len(outcome.runs) <= 10 else (8, 5.5))
+    for i, (name, runs) in enumerate(outcome.runs.items()):
         length = min(max(len(r.tflops) for r in runs), outcome.size)
         curves = []
         for r in runs:
@@ -390,7 +398,8 @@ def plot(outcome: Outcome, path: Path, synthetic: bool) -> bool:
             curves.append(np.pad(c, (0, length - len(c)), mode="edge") if len(c) else np.zeros(length))
         curves = np.array(curves)
         x = np.arange(1, length + 1)
-        ax.plot(x, 100 * np.median(curves, axis=0), label=name)
+        # the colour cycle has 10 colours: more strategies than that also differ in line style
+        ax.plot(x, 100 * np.median(curves, axis=0), label=name, ls=("-", "--", ":")[i // 10 % 3])
         ax.fill_between(x, 100 * np.percentile(curves, 25, axis=0), 100 * np.percentile(curves, 75, axis=0), alpha=0.2)
     for target in TARGETS:
         ax.axhline(100 * target, color="grey", lw=0.6, ls="--")
@@ -400,7 +409,7 @@ def plot(outcome: Outcome, path: Path, synthetic: bool) -> bool:
     ax.set_ylabel("best so far, % of the dataset's best TFLOP/s")
     title = f"{outcome.dataset}: median over seeds, band = quartiles"
     ax.set_title(("SYNTHETIC " if synthetic else "") + title, fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8 if len(outcome.runs) <= 10 else 6, loc="lower right", ncol=1 if len(outcome.runs) <= 10 else 2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -408,7 +417,11 @@ def plot(outcome: Outcome, path: Path, synthetic: bool) -> bool:
 
 
 def benchmark(datasets: Sequence[dataset.Dataset], args: argparse.Namespace,
-              log: Callable[[str], None] = print) -> list[Outcome]:
+              log: Callable[[str], None] = print, run: Callable[..., Run] | None = None) -> list[Outcome]:
+    """Every strategy of ``args.strategies`` on every dataset, one run per seed. ``run`` (default
+    :func:`run_one`, same arguments) runs one; ``experiments/field_benchmark.py`` passes one that
+    also knows other tuners' strategies."""
+    run = run or run_one
     outcomes = []
     for data in datasets:
         best = data.best().tflops
@@ -427,8 +440,8 @@ def benchmark(datasets: Sequence[dataset.Dataset], args: argparse.Namespace,
                 log(f"{data.name}: no other dataset of {data.op} on this GPU to transfer from; skipping {name}")
                 continue
             start = time.perf_counter()
-            runs = [run_one(data, name, seed, horizon=horizon, cap=cap, batch=args.batch, hints=hints,
-                            transfer=source.path if "transfer" in name and source else "")
+            runs = [run(data, name, seed, horizon=horizon, cap=cap, batch=args.batch, hints=hints,
+                        transfer=source.path if "transfer" in name and source else "")
                     for seed in range(args.seeds)]
             outcome.runs[name] = runs
             outcome.scores[name] = [willemsen_score(r, setup) for r in runs]
@@ -464,7 +477,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", default="experiments/data", help="directory of datasets (*.jsonl.gz)")
     parser.add_argument("--out", default="experiments/results/strategies")
     parser.add_argument("--strategies", default=",".join(STRATEGIES),
-                        help="comma-separated; NAME+transfer (xgb) and NAME+carver (Carver hints first) also work")
+                        help="comma-separated; NAME+transfer (xgb) and NAME+carver (Carver hints first) also work, "
+                             "and gp, cmaes (Optuna's samplers)")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--batch", type=int, default=1, help="proposals per round (the tuner's pipeline depth)")
     parser.add_argument("--horizon", type=float, default=0.1,

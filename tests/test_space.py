@@ -88,3 +88,10 @@ def test_gemm_space_prunes_by_shared_memory_and_registers():
     # a smaller shared memory limit prunes more
     small = op.space(problem, Target.from_arch("sm_86"))
     assert small.count_valid() < len(valid)
+
+
+def test_neighbours_differ_in_one_knob_and_are_valid():
+    space = Space([PowerOfTwo("a", 1, 4), Categorical("b", ("x", "y"))],
+                  [lambda c: "a=4 with y" if c["a"] == 4 and c["b"] == "y" else None])
+    assert space.neighbours({"a": 1, "b": "y"}) == [{"a": 2, "b": "y"}, {"a": 1, "b": "x"}]
+    assert space.neighbours({"a": 4, "b": "x"}) == [{"a": 1, "b": "x"}, {"a": 2, "b": "x"}]

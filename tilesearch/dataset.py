@@ -4,11 +4,11 @@ A dataset is one sweep of one problem of one op on one GPU, written as JSON line
 the file name ends in ``.gz`` (``experiments/data/*.jsonl.gz``). The first line is the header,
 every further line one configuration::
 
-    {"type": "header", "format": "tilesearch-sweep", "version": 1, "op": "gemm",
+    {"type": "header", "format": "tilesearch-sweep", "version": 2, "op": "gemm",
      "problem": {"m": 8192, ...}, "problem_key": "m=8192,...", "target": {"arch": "sm_90a", ...},
      "gpu": "NVIDIA H100 80GB HBM3", "date": "2025-...Z", "tilesearch_commit": "8211927...",
      "versions": {"tilelang": "0.1.15", ...}, "knobs": {"block_m": [64, 128, 256], ...},
-     "valid_configs": 504, "complete": true, "measure": {...}, "notes": "..."}
+     "valid_configs": 504, "complete": true, "measure": {...}, "notes": "...", "sample": null}
     {"type": "row", "config": {"block_m": 128, ...}, "status": "ok", "error": null,
      "latency_ms": 1.23, "tflops": 893.1, "baseline_ms": 1.31, "speedup": 1.06,
      "rel_err": 0.0004, "compile_s": 4.1, "measure_s": 0.9}
@@ -17,7 +17,12 @@ every further line one configuration::
 (a compile error has no latency) are ``null``. ``error`` is cut to :data:`ERROR_CHARS` characters.
 ``knobs`` lists the values swept per knob; rows are the configurations of their product that
 the op's constraints accept (``valid_configs`` of them; ``complete`` says whether all were
-recorded). ``experiments/data/README.md`` describes the same format for readers of the data.
+recorded). Version 2 adds ``sample``: ``null`` for such a sweep, else how the rows were chosen
+from the valid configurations (``method``, ``seed``, ``uniform``: configurations drawn
+uniformly, ``neighbours_of``: the best of those whose one-knob neighbours were added,
+``planned``: rows planned in all; ``complete`` then compares with ``planned``); the space of a
+sampled dataset is its rows (:meth:`Dataset.restrict`). Version-1 files (no ``sample``) are
+read as sweeps. ``experiments/data/README.md`` describes the same format for readers of the data.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from tilesearch.records import Status
 from tilesearch.space import Categorical, Config, IntRange, Knob, PowerOfTwo, Space, config_key
 
 FORMAT = "tilesearch-sweep"
-VERSION = 1
+VERSION = 2  # 2 added ``sample``: how the rows were chosen when they are not every valid configuration
+READABLE = (1, 2)
 ERROR_CHARS = 300
 FIGURES = ("latency_ms", "tflops", "baseline_ms", "speedup", "rel_err", "compile_s", "measure_s")
 
@@ -128,7 +134,22 @@ class Dataset:
         empty = [name for name, values in common.items() if not values]
         if empty:
             raise DatasetError(f"{self.name} has no value of {empty} that the space allows")
-        return sweep(space, common)
+        swept = sweep(space, common)
+        if not self.sampled:
+            return swept
+        # a sample: the space is the recorded configurations, so that a search can only ask for
+        # what the file can answer (and its best is the best of that space)
+        recorded = self._index
+
+        def in_sample(config: Mapping[str, Any]) -> str | None:
+            return None if config_key(config) in recorded else "not in the dataset's sample"
+
+        return Space(swept.knobs, (in_sample, *swept.constraints))  # the cheap check first: it rejects most
+
+    @property
+    def sampled(self) -> bool:
+        """Whether the rows are a sample of the valid configurations (header ``sample``, version 2)."""
+        return bool(self.meta.get("sample"))
 
 
 def project(space: Space, names: Iterable[str]) -> Space:
@@ -197,6 +218,7 @@ def header(
     commit: str,
     measure: Mapping[str, Any] | None = None,
     notes: str = "",
+    sample: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A header record (see the module docstring); ``complete`` is filled in by :func:`write`."""
     return {
@@ -204,7 +226,7 @@ def header(
         "problem_key": problem_key, "target": dict(target), "gpu": target.get("gpu", "none"),
         "date": date, "tilesearch_commit": commit, "versions": dict(versions),
         "knobs": {k: list(v) for k, v in knobs.items()}, "valid_configs": valid_configs,
-        "measure": dict(measure or {}), "notes": notes,
+        "measure": dict(measure or {}), "notes": notes, "sample": dict(sample) if sample else None,
     }
 
 
@@ -220,7 +242,8 @@ def write(path: str | Path, meta: Mapping[str, Any], rows: Iterable[Row]) -> Dat
     keys = [config_key(r.config) for r in rows]
     if len(set(keys)) != len(keys):
         raise DatasetError("a configuration appears twice")
-    meta = {**meta, "rows": len(rows), "complete": len(rows) >= int(meta.get("valid_configs", 0))}
+    planned = (meta.get("sample") or {}).get("planned", meta.get("valid_configs", 0))
+    meta = {**meta, "rows": len(rows), "complete": len(rows) >= int(planned)}
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with _open(path, "w") as f:
         f.write(json.dumps(meta, sort_keys=True) + "\n")
@@ -247,8 +270,9 @@ def load(path: str | Path) -> Dataset:
     meta = next(lines, None)
     if not meta or meta.get("type") != "header" or meta.get("format") != FORMAT:
         raise DatasetError(f"{path} is not a {FORMAT} file (its first line is not a header)")
-    if meta.get("version") != VERSION:
-        raise DatasetError(f"{path} has format version {meta.get('version')}; this reader knows {VERSION}")
+    if meta.get("version") not in READABLE:
+        raise DatasetError(f"{path} has format version {meta.get('version')}; this reader knows "
+                           f"{', '.join(map(str, READABLE))}")
     rows = tuple(Row.from_json(d) for d in lines if d.get("type") == "row")
     return Dataset(meta, rows, str(path))
 

@@ -209,6 +209,17 @@ class Space:
                 return config
         raise RuntimeError(f"no valid configuration found in {max_tries} samples")
 
+    def neighbours(self, config: Mapping[str, Any]) -> list[Config]:
+        """The valid configurations that differ from ``config`` in exactly one knob."""
+        found = []
+        for name, values in zip(self._names, self._values):
+            for value in values:
+                if value != config[name]:
+                    other = {**config, name: value}
+                    if self.why_invalid(other) is None:
+                        found.append(other)
+        return found
+
     def distributions(self) -> dict[str, od.BaseDistribution]:
         """Optuna distributions, one per knob, keyed by knob name."""
         return {k.name: k.distribution() for k in self.knobs}

@@ -34,3 +34,26 @@ def tpe(seed: int = 0) -> SamplerStrategy:
         ),
         seed,
     )
+
+
+def gp(seed: int = 0) -> SamplerStrategy:
+    """Optuna's Gaussian-process sampler (log expected improvement; categorical knobs through a
+    Hamming-type kernel). Not in the registry: it is compared with ``xgb`` by
+    ``experiments/field_benchmark.py``, and its fitting time grows with the trials."""
+    return SamplerStrategy(
+        "gp", lambda s: optuna.samplers.GPSampler(seed=s, n_startup_trials=10, deterministic_objective=True), seed
+    )
+
+
+def cmaes(seed: int = 0) -> SamplerStrategy:
+    """Optuna's CMA-ES with margin (for integer knobs: ``PowerOfTwo`` knobs are searched over
+    their exponent). CMA-ES has no model of categorical knobs: Optuna draws those at random
+    (independent sampling), which is what this comparison measures too. Needs the ``cmaes``
+    package (the ``bench`` extra)."""
+    return SamplerStrategy(
+        "cmaes",
+        lambda s: optuna.samplers.CmaEsSampler(
+            seed=s, with_margin=True, n_startup_trials=10, warn_independent_sampling=False
+        ),
+        seed,
+    )

@@ -1,9 +1,15 @@
 """``xgb``: a cost-model guided search. An XGBoost ranking model, retrained whenever new trials
-have finished, scores every unmeasured valid configuration (or a large random pool of them when
-the space is too big to list; a space whose constraints reject so much that sampling a pool
-takes more than ``max_draws`` draws is listed after all, up to ``max_listed_sparse``
-configurations before constraints); the best-scored ones go to the builder, with a share ``epsilon``
-of random picks to keep exploring. The model's trees are added to the op's analytic estimate
+have finished, scores candidates; the best-scored ones go to the builder, with a share
+``epsilon`` of random picks to keep exploring. A small space (``max_listed`` configurations
+before constraints, or at most ``max_scored`` valid ones by the share of valid draws) is listed
+once and every unmeasured valid configuration is scored each round. A large one (the full GEMM
+space has about 45,000 valid configurations) is never listed: scoring all of them each round
+costs seconds, mostly in computing features. Each round instead scores a pool that carries the
+search on: the ``keep`` best-scored candidates of the previous round, every configuration one
+knob change away from the ``local`` best measured ones and from the previous round's ``local``
+best-scored ones (a local search around what is known to be fast and what the model expects
+to be), and ``fresh`` new valid configurations drawn at random (at most ``max_draws`` draws);
+features are computed once per configuration. The model's trees are added to the op's analytic estimate
 (the operator's :meth:`~tilesearch.op.Operator.estimate`, a roofline for GEMM) scaled by ``prior``, so they
 learn what the estimate gets wrong. Before the model has ``init`` measurements of its own it
 measures an initial design: configurations the estimate ranks near the top, each as unlike
@@ -38,7 +44,7 @@ from tilesearch.target import Target
 
 _NOT_MEASURED = {Status.INVALID.value, Status.INTERRUPTED.value, Status.NOT_RECORDED.value, "running", "unknown"}
 MODEL_ATTR = "xgb_model"
-PROBE_DRAWS = 1024  # draws after which the share of valid ones is trusted to project a pool's cost
+PROBE_DRAWS = 1024  # draws from which the share of valid ones estimates a large space's valid configurations
 
 
 @dataclass(frozen=True)
@@ -79,13 +85,16 @@ class XGBStrategy(Strategy):
             0 leaves it out (the initial design is then random).
         init_pool: the initial design picks among configurations whose estimate is within this
             factor of the best estimate (and at least the ``init`` best).
-        pool: configurations scored per round when the space is too large to list.
-        max_listed: largest space (before constraints) that is listed in full.
-        max_draws: configurations drawn (valid or not) per round when sampling the pool; a
-            round that needs more lists the space instead, if it is at most ``max_listed_sparse``
-            (before constraints), else scores the pool drawn so far.
-        max_listed_sparse: largest space (before constraints) that is listed once sampling it
-            has proved too wasteful.
+        max_listed: largest space (before constraints) that is listed in full up front.
+        max_scored: a larger space is listed too if its valid configurations, estimated from
+            the first ``PROBE_DRAWS`` draws, are at most this many (and the space, before
+            constraints, at most ``max_listed_sparse``); else it gets pools.
+        fresh: random valid configurations added to each round's pool.
+        keep: best-scored unmeasured candidates a round's pool passes on to the next.
+        local: measured configurations (the fastest) and previous best-scored ones whose
+            one-knob neighbours join each round's pool.
+        max_draws: configurations drawn (valid or not) per round for the fresh share of a pool.
+        max_listed_sparse: largest space (before constraints) that is ever listed.
         retrain_share: retrain once ``1/retrain_share`` of the results are new (at least one):
             after every result early on, less often as they pile up.
         settings: the model's training settings.
@@ -103,8 +112,11 @@ class XGBStrategy(Strategy):
         init: int = 8,
         prior: float = 1.0,
         init_pool: float = 0.85,
-        pool: int = 4096,
-        max_listed: int = 65536,
+        max_listed: int = 8192,
+        max_scored: int = 4096,
+        fresh: int = 512,
+        keep: int = 512,
+        local: int = 8,
         max_draws: int = 32768,
         max_listed_sparse: int = 1 << 20,
         retrain_share: int = 32,
@@ -117,8 +129,11 @@ class XGBStrategy(Strategy):
         self.init = init
         self.prior = prior
         self.init_pool = init_pool
-        self.pool = pool
         self.max_listed = max_listed
+        self.max_scored = max_scored
+        self.fresh = fresh
+        self.keep = keep
+        self.local = local
         self.max_draws = max_draws
         self.max_listed_sparse = max_listed_sparse
         self.retrain_share = retrain_share
@@ -133,6 +148,9 @@ class XGBStrategy(Strategy):
         self._row: dict[str, int] = {}
         self._x: np.ndarray | None = None
         self._m: np.ndarray | None = None
+        self._pooled = False  # large space: scored in pools (decided on the first round)
+        self._cache: dict[str, tuple[np.ndarray, float]] = {}  # features and prior per pooled config
+        self._carried: list[Config] = []  # the previous round's best-scored unmeasured candidates
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return optuna.samplers.RandomSampler(seed=self.seed)
@@ -204,40 +222,64 @@ class XGBStrategy(Strategy):
 
     def _candidates(self, context: SearchContext, taken: set[str]) -> tuple[list[Config], np.ndarray, np.ndarray]:
         if not self.listed:
-            configs = self._sample(context, taken)
+            configs = self._pool(context, taken) if self._pooled else self._probe(context, taken)
             if configs is not None:
-                return configs, *self._features(context, configs)
+                return configs, *self._pool_features(context, configs)
             self._list(context)
         free = [i for i, key in enumerate(self._keys) if key not in taken]
         assert self._x is not None and self._m is not None
         return [self._configs[i] for i in free], self._x[free], self._m[free]
 
-    def _sample(self, context: SearchContext, taken: set[str]) -> list[Config] | None:
-        """A random pool of up to ``pool`` valid unmeasured configurations (rejection sampling),
-        or ``None`` when the space is small enough to list and the pool takes more than
-        ``max_draws`` draws: its constraints reject nearly everything (seen from the share of
-        valid draws after ``PROBE_DRAWS``), or it has fewer valid configurations than the pool.
-        A space too large to list gets the pool drawn within ``max_draws``."""
+    def _draw(self, context: SearchContext, taken: set[str], want: int, draws: int) -> tuple[dict[str, Config], float]:
+        """Up to ``want`` valid configurations not in ``taken``, drawn by rejection within
+        ``draws`` draws; also the share of the draws that were valid."""
+        space, picked, valid, done = context.space, {}, 0, 0
+        while done < draws and len(picked) < want:
+            done += 1
+            config = space.draw(self.rng)
+            if space.why_invalid(config) is None:
+                valid += 1
+                key = candidate_key(context, config)
+                if key not in taken:
+                    picked[key] = config
+        return picked, valid / max(done, 1)
+
+    def _probe(self, context: SearchContext, taken: set[str]) -> list[Config] | None:
+        """First round of a space not listed up front: ``None`` (list it) if the share of valid
+        draws among the first ``PROBE_DRAWS`` puts its valid configurations at ``max_scored`` or
+        fewer; else the space is scored in pools from now on, starting with the draws."""
         space = context.space
-        listable = space.size <= self.max_listed_sparse
-        picked: dict[str, Config] = {}
-        draws = valid = 0
-        for _ in range(self.pool * 4):
-            if len(picked) >= self.pool:
-                break
-            while True:
-                wasteful = listable and draws >= PROBE_DRAWS and draws * self.pool > self.max_draws * valid
-                if draws >= self.max_draws or wasteful:
-                    return None if listable else list(picked.values())
-                draws += 1
-                config = space.draw(self.rng)
-                if space.why_invalid(config) is None:
-                    valid += 1
-                    break
+        picked, share = self._draw(context, taken, self.fresh, min(PROBE_DRAWS, self.max_draws))
+        if space.size <= self.max_listed_sparse and share * space.size <= self.max_scored:
+            return None
+        self._pooled = True
+        more, _ = self._draw(context, taken | set(picked), self.fresh - len(picked),
+                             self.max_draws - min(PROBE_DRAWS, self.max_draws))
+        return list({**picked, **more}.values())
+
+    def _pool(self, context: SearchContext, taken: set[str]) -> list[Config]:
+        """This round's pool of a large space (see the module docstring)."""
+        measured = [r for r in context.db.records() if r.status == Status.OK.value and r.latency_ms]
+        fastest = sorted(measured, key=lambda r: r.latency_ms)[:self.local]
+        centres = [r.config for r in fastest] + self._carried[:self.local]
+        pool: dict[str, Config] = {}
+        for config in self._carried + [n for c in centres for n in context.space.neighbours(c)]:
             key = candidate_key(context, config)
             if key not in taken:
-                picked[key] = config
-        return list(picked.values())
+                pool.setdefault(key, config)
+        fresh, _ = self._draw(context, taken | set(pool), self.fresh, self.max_draws)
+        return list({**pool, **fresh}.values())
+
+    def _pool_features(self, context: SearchContext, configs: list[Config]) -> tuple[np.ndarray, np.ndarray]:
+        """Features and prior of pooled configurations, each computed once."""
+        keys = [config_key(c) for c in configs]
+        new = [i for i, key in enumerate(keys) if key not in self._cache]
+        if new:
+            x, m = self._features(context, [configs[i] for i in new])
+            self._cache.update({keys[i]: (x[j], float(m[j])) for j, i in enumerate(new)})
+        if not configs:
+            return np.zeros((0, len(self.featurizer.names))), np.zeros(0)
+        return np.array([self._cache[k][0] for k in keys]), np.array([self._cache[k][1] for k in keys])
 
     def _train(self, context: SearchContext, records: list[TrialRecord]) -> None:
         configs, tflops = _label_rows(records)
@@ -304,7 +346,9 @@ class XGBStrategy(Strategy):
         self._train(context, context.db.records())
         n = min(n, len(configs))
         if self.model is None:
-            return [Proposal(configs[i]) for i in self._initial(context, configs, margin, n)]
+            chosen = self._initial(context, configs, margin, n)
+            self._carry(configs, margin, chosen)
+            return [Proposal(configs[i]) for i in chosen]
         score = self.model.predict(x, margin)
         noise = np.array([self.rng.random() for _ in range(len(configs))])
         order = list(np.lexsort((noise, -score)))
@@ -315,4 +359,12 @@ class XGBStrategy(Strategy):
                 chosen.append(self.rng.choice(rest))
             else:
                 chosen.append(next(i for i in order if i not in chosen))
+        self._carry(configs, score, chosen)
         return [Proposal(configs[i]) for i in chosen]
+
+    def _carry(self, configs: list[Config], score: np.ndarray, chosen: list[int]) -> None:
+        """Keeps a pooled round's ``keep`` best-scored candidates not chosen for the next round."""
+        if self._pooled:
+            skip = set(chosen)
+            order = np.argsort(-score, kind="stable")
+            self._carried = [configs[i] for i in order if i not in skip][:self.keep]

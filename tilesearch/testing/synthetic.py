@@ -85,25 +85,35 @@ class SyntheticRunner(Runner):
 def gemm_latency(problem: dict[str, Any], config: dict[str, Any], target: Target) -> float | None:
     """A made-up GEMM cost with the shape of the real one (wave quantisation, tile intensity,
     pipeline depth, swizzle, a little hash noise), for developing strategies without data.
-    ``None`` stands for a configuration that fails (about 2% of them, chosen by hash)."""
+    The knobs of the full space (split-K, persistent, epilogue, TMA, warp specialisation) count
+    where a configuration has them; at their defaults (or absent, as in the 7-knob sub-space)
+    they change nothing. ``None`` stands for a configuration that fails (about 2% of them,
+    chosen by hash)."""
     c, p = config, problem
     if int(digest("fail", c), 16) % 50 == 0:
         return None
-    tiles = math.ceil(p["m"] / c["block_m"]) * math.ceil(p["n"] / c["block_n"])
+    split = c.get("split_k", 1)
+    tiles = math.ceil(p["m"] / c["block_m"]) * math.ceil(p["n"] / c["block_n"]) * split
     smem = c["num_stages"] * (c["block_m"] + c["block_n"]) * c["block_k"] * 2
     per_sm = max(1, min(target.smem_per_block // max(smem, 1), 2048 // c["threads"]))
     slots = target.num_sms * per_sm
     wave_eff = tiles / (math.ceil(tiles / slots) * slots)
     intensity = c["block_m"] * c["block_n"] / (c["block_m"] + c["block_n"])
     tile_eff = intensity / (intensity + 24.0)
-    k_iters = math.ceil(p["k"] / c["block_k"])
+    k_iters = math.ceil(p["k"] / split / c["block_k"])
     pipe_eff = 1.0 - 0.35 / c["num_stages"] ** 1.5 - (0.15 if c["num_stages"] > k_iters else 0.0)
     fit = {"square": 1.0, "full_row": 0.97 if c["block_m"] >= c["block_n"] else 0.9,
            "full_col": 0.97 if c["block_n"] >= c["block_m"] else 0.9}[c["warp_policy"]]
     threads_eff = 1.0 if (c["threads"] == 256) == (c["block_m"] * c["block_n"] >= 128 * 128) else 0.93
     swizzle = 1.0 if c["panel_size"] or tiles < 2 * target.num_sms else 0.94
     noise = 1.0 + ((int(digest(c, p), 16) % 1000) / 1000 - 0.5) * 0.03
-    tflops = 700.0 * wave_eff * tile_eff * pipe_eff * fit * threads_eff * swizzle / noise
+    extra = (1.0 - 0.05 * math.log2(split)) * (0.92 if c.get("tma", True) is False else 1.0)
+    extra *= {"on": 1.0, "role_based": 0.98, "off": 0.93}.get(c.get("warp_specialize", "on"), 1.0)
+    if c.get("persistent"):
+        extra *= 1.03 if tiles > slots else 0.96
+    if c.get("epilogue", "direct") != "direct":
+        extra *= 1.01 if c["block_m"] * c["block_n"] >= 128 * 128 else 0.98
+    tflops = 700.0 * wave_eff * tile_eff * pipe_eff * fit * threads_eff * swizzle * extra / noise
     return 2.0 * p["m"] * p["n"] * p["k"] / (tflops * 1e12) * 1e3
 
 

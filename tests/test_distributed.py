@@ -39,7 +39,7 @@ def runs(log):
 def measured(db):
     """Finished records that hold a measurement of their own (not a copy, not a yield)."""
     return [r for r in db.records()
-            if r.duplicate_of is None and r.status not in ("invalid", "interrupted", "running", "waiting")]
+            if r.duplicate_of is None and r.status not in ("invalid", "interrupted", "running", "waiting", "skipped")]
 
 
 @pytest.mark.parametrize("kind", storages.SHARED)

@@ -88,7 +88,8 @@ def test_a_trial_abandoned_before_its_pid_was_written_is_closed_after_a_while(mo
 
 @pytest.mark.skipif(not storages.POSTGRES, reason="TILESEARCH_TEST_POSTGRES not set")
 def test_postgres_heartbeat_fails_and_requeues_a_silent_remote_worker():
-    """A worker on another host stops beating: any worker fails its trial and re-queues it."""
+    """A worker on another host stops beating: any worker fails its trial. It is not re-queued as a
+    WAITING copy, which strategies that fix their configurations would never pop (issue 20)."""
     study = storages.study("beat")
     db = TuningDatabase(storages.POSTGRES, study, heartbeat=1)
     trial = db.ask({"x": optuna.distributions.IntDistribution(0, 3)})
@@ -98,6 +99,5 @@ def test_postgres_heartbeat_fails_and_requeues_a_silent_remote_worker():
     time.sleep(8)  # grace: 6 heartbeats of 1 s
     db.fail_stale()
     states = [t.state for t in db.trials()]
-    assert states == [TrialState.FAIL, TrialState.WAITING]
-    assert db.trials()[1].params == trial.params
+    assert states == [TrialState.FAIL]
     assert TrialRecord.from_trial(db.trials()[0]).status == "interrupted"

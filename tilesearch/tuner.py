@@ -18,7 +18,7 @@ from typing import Any
 
 import optuna
 
-from tilesearch import registry, versions
+from tilesearch import registry, shutdown, versions
 from tilesearch.builder import Builder, LocalBuilder, NullBuilder
 from tilesearch.claim import Claims, Verdict
 from tilesearch.database import TrialRecord, TuningDatabase, study_name
@@ -181,7 +181,7 @@ def tune(
     finally:
         builder.close()
         runner.close()
-    return TuneResult(
+    result = TuneResult(
         study=db.name,
         storage=settings.storage,
         target=target,
@@ -195,6 +195,8 @@ def tune(
         compile_per_min=60 * loop.builds / loop.wall_s if loop.wall_s else 0.0,
         gpu_idle=1 - loop.run_s / loop.wall_s if loop.wall_s else 0.0,
     )
+    db.close()
+    return result
 
 
 class _Loop:
@@ -233,6 +235,7 @@ class _Loop:
         with self.progress, self.heartbeat:
             try:
                 while True:
+                    shutdown.check()  # a signal whose exception a finalizer swallowed still stops the run
                     exhausted = self._fill()
                     if not self.pending:
                         if self._others_in_flight():
@@ -268,7 +271,11 @@ class _Loop:
         return False
 
     def _launch(self, proposal: Any) -> None:
-        trial = proposal.trial or self.db.ask(self.space.distributions(), self.space.to_params(proposal.config))
+        trial = proposal.trial
+        if trial is None and self._taken(proposal.config) is not None:
+            self.idle += 1  # a repeat seen before opening a trial costs the study nothing
+            return
+        trial = trial or self.db.ask(self.space.distributions(), self.space.to_params(proposal.config))
         config = self.space.from_params(trial.params)
         candidate = Candidate(self.problem.op, self.problem.to_dict(), config, self.target, self.op_ref)
         reason = self.space.why_invalid(config)
@@ -277,24 +284,18 @@ class _Loop:
             self._count(Status.INVALID.value)
             self.idle += 1
             return
-        prior = self.db.finished().get(candidate.key)
-        running = self.db.in_flight().get(candidate.key)
-        if prior is not None:
-            self.db.record_duplicate(trial, candidate, prior)
-        elif running is not None and running != trial.number:
-            self.db.record_invalid(trial, candidate, f"same configuration as trial {running}, in flight", running)
-        if prior is not None or (running is not None and running != trial.number):
+        taken = self._taken(config, trial.number)
+        if taken is not None:
+            self.db.record_skipped(trial, candidate, f"same configuration as trial {taken}", taken)
             self.idle += 1
             return
         self.db.claim(trial, candidate)
         claim = self.claims.claim(trial.number, candidate.key, budget=self.trials)
         if claim.verdict == Verdict.FULL:
-            self.db.record_invalid(trial, candidate, f"budget: the study's {self.trials} trials are taken by other workers")
-        elif claim.verdict == Verdict.DONE:
-            self.db.record_duplicate(trial, candidate, claim.holder)
-        elif claim.verdict == Verdict.BUSY:
+            self.db.record_skipped(trial, candidate, f"budget: the study's {self.trials} trials are taken by other workers")
+        elif claim.verdict in (Verdict.DONE, Verdict.BUSY):
             n = claim.holder.number
-            self.db.record_invalid(trial, candidate, f"same configuration as trial {n}, in flight", n)
+            self.db.record_skipped(trial, candidate, f"same configuration as trial {n}, measured or in flight", n)
         if claim.verdict != Verdict.OWNED:
             self.idle += 1
             return
@@ -319,6 +320,15 @@ class _Loop:
         )
         self._count(status)
         self.progress.update(status, run)
+
+    def _taken(self, config: Any, number: int | None = None) -> int | None:
+        """The trial that measured ``config`` or measures it now (not trial ``number``), if any."""
+        key = Candidate(self.problem.op, self.problem.to_dict(), config, self.target, self.op_ref).key
+        prior = self.db.finished().get(key)
+        if prior is not None:
+            return prior.number
+        running = self.db.in_flight().get(key)
+        return running if running is not None and running != number else None
 
     def _check_stale(self) -> None:
         """Every ``heartbeat`` seconds, frees the trials of workers that died."""

@@ -8,14 +8,11 @@ SIGINT and SIGTERM end every command with exit code 130 or 143 and one line (see
 
 from __future__ import annotations
 
-import math
 import os
 import sys
-from collections import Counter
-from dataclasses import fields
 from typing import Any
 
-from tilesearch import shutdown
+from tilesearch import shutdown  # nothing heavier before main() installs the signal handlers
 
 USAGE = """usage: tilesearch COMMAND [key=value ...]
 
@@ -43,7 +40,7 @@ class UsageError(Exception):
     """Bad command-line input: printed as one line, exit code 2."""
 
 
-POSITIVE = ("trials", "workers", "top", "build_timeout", "run_timeout")  # 0 makes no sense for these
+POSITIVE = ("workers", "top")  # 0 makes no sense for these (TuneSettings checks its own fields)
 NON_EMPTY = ("storage", "study", "runner", "strategy", "arch", "out", "op")
 
 
@@ -73,18 +70,20 @@ def _coerce(name: str, raw: str, default: Any) -> Any:
             value = type(default)(raw)
         except ValueError:
             raise UsageError(f"{name}={raw!r} must be a {type(default).__name__}") from None
-        if not math.isfinite(value):
+        if value != value or value in (float("inf"), float("-inf")):
             raise UsageError(f"{name}={raw} must be a finite number")
         if value < 0:
             raise UsageError(f"{name}={raw} must not be negative")
         if value == 0 and name in POSITIVE:
-            raise UsageError(f"{name} must be at least 1, got {raw}" if isinstance(value, int) else f"{name} must be > 0, got {raw}")
+            raise UsageError(f"{name} must be at least 1, got {raw}")
         return value
     return raw
 
 
 def split_settings(pairs: dict[str, str], allowed: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, str]]:
     """Setting keys converted to their types, and the rest (the op's parameters)."""
+    from dataclasses import fields
+
     from tilesearch.tuner import TuneSettings
 
     defaults = {f.name: f.default for f in fields(TuneSettings)}
@@ -144,7 +143,7 @@ def cmd_worker(args: list[str]) -> int:
 
 def cmd_tune(args: list[str]) -> int:
     from tilesearch import report, strategy
-    from tilesearch.database import StorageError, check_study_name, open_storage, storage_url
+    from tilesearch.database import StorageError, open_storage, storage_url
     from tilesearch.dataset import DatasetError
     from tilesearch.errors import TilesearchError
     from tilesearch.runner import NoDeviceError, UnknownRunnerError
@@ -156,12 +155,11 @@ def cmd_tune(args: list[str]) -> int:
     gpus = _gpus(pairs)
     settings, rest = split_settings(pairs, TuneSettings.keys())
     op, problem = _load_problem(dict(rest), settings_keys=TuneSettings.keys())
+    TuneSettings(**settings)  # bad values fail here, before anything starts
     if settings.get("strategy", "tpe") not in strategy.STRATEGIES:
         raise UsageError(f"unknown strategy {settings['strategy']!r}; choose one of {', '.join(strategy.STRATEGIES)}")
     if "arch" in settings:
         _check_arch(settings["arch"])
-    if "study" in settings and (reason := check_study_name(settings["study"])):
-        raise UsageError(reason)
     if gpus is not None:
         return _tune_parallel(rest["op"], problem, gpus, TuneSettings(**settings))
     url = storage_url(settings.get("storage"))
@@ -264,6 +262,8 @@ def _tune_parallel(op: str, problem: Any, gpus: list[int], settings: Any) -> int
 
 
 def cmd_show(args: list[str]) -> int:
+    from collections import Counter
+
     from tilesearch import report
     from tilesearch.database import TuningDatabase, find_studies, open_storage
     from tilesearch.records import Status

@@ -14,7 +14,6 @@ it leaves (see ``TuningDatabase.fail_stale``).
 from __future__ import annotations
 
 import signal
-from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []
@@ -29,12 +28,15 @@ class Interrupted(KeyboardInterrupt):
 
 
 def install() -> None:
-    """Routes SIGINT and SIGTERM of this (main) thread through :func:`_handle`."""
+    """Routes SIGINT and SIGTERM of this (main) thread through :func:`_handle`. A SIGINT that the
+    parent set to be ignored (a shell's background job, ``nohup``) stays ignored, as Python does."""
     for signum in SIGNALS:
+        if signum == signal.SIGINT and signal.getsignal(signum) is signal.SIG_IGN:
+            continue
         signal.signal(signum, _handle)
 
 
-def _handle(signum: int, frame: Any) -> None:
+def _handle(signum: int, frame: object) -> None:
     _received.append(signum)
     if len(_received) == 1:
         raise Interrupted(signum)

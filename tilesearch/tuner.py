@@ -21,7 +21,8 @@ import optuna
 from tilesearch import registry, shutdown, versions
 from tilesearch.builder import Builder, LocalBuilder, NullBuilder
 from tilesearch.claim import Claims, Verdict
-from tilesearch.database import TrialRecord, TuningDatabase, study_name
+from tilesearch.database import TrialRecord, TuningDatabase, check_study_name, study_name
+from tilesearch.errors import TilesearchError
 from tilesearch.heartbeat import Heartbeat
 from tilesearch.op import Operator, Problem
 from tilesearch.progress import Progress
@@ -78,9 +79,36 @@ class TuneSettings:
     progress: bool = True
     heartbeat: int = 10
 
+    def __post_init__(self) -> None:
+        reason = _why_bad(self)
+        if reason:
+            raise SettingsError(reason)
+
     @classmethod
     def keys(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
+
+
+class SettingsError(TilesearchError, ValueError):
+    """A :class:`TuneSettings` value that cannot work (``run_timeout=0``, ``study=""``...)."""
+
+
+def _why_bad(s: TuneSettings) -> str | None:
+    """Why settings ``s`` cannot work, or ``None``; the command line prints this as its one line."""
+    if s.trials < 1:
+        return f"trials must be at least 1, got {s.trials}"
+    for name in ("build_timeout", "run_timeout"):
+        value = getattr(s, name)
+        if not 0 < value < float("inf"):  # also false for nan
+            return f"{name} must be > 0 and finite, got {value}"
+    for name in ("build_workers", "device", "heartbeat"):
+        if getattr(s, name) < 0:
+            return f"{name} must not be negative, got {getattr(s, name)}"
+    if s.storage is not None and not s.storage.strip():
+        return "storage= is empty; give a storage URL or leave storage out for the default"
+    if s.study is not None:
+        return check_study_name(s.study)
+    return None
 
 
 @dataclass

@@ -348,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
         # the reader went away (``| head``): say nothing more, and keep Python's exit-time flush quiet
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception:
+        # a signal that landed inside a storage transaction can make the cleanup fail in turn
+        if shutdown.received():
+            return _interrupted(shutdown.received())
+        raise
     if shutdown.received():  # the exception was swallowed (raised inside a finalizer): still interrupted
         return _interrupted(shutdown.received())
     return code
@@ -372,7 +377,7 @@ def _run(argv: list[str]) -> int:
         return _error(str(exc))
     except Exception as exc:
         message = _user_error(exc)
-        if message is None:
+        if message is None or shutdown.received():
             raise
         return _error(message)
 

@@ -392,7 +392,7 @@ def _user_error(exc: Exception) -> str | None:
 
     Our own errors say what to do; a storage that fails mid-run (a database server stopped, a
     damaged file found late) is reported with what was kept."""
-    from tilesearch.errors import TilesearchError
+    from tilesearch.errors import TilesearchError, root_cause
 
     if isinstance(exc, TilesearchError):
         return str(exc)
@@ -404,9 +404,7 @@ def _user_error(exc: Exception) -> str | None:
     if sqlalchemy is not None:
         storage_errors += (sqlalchemy.exc.SQLAlchemyError,)
     if storage_errors and isinstance(exc, storage_errors):
-        cause = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__ or exc
-        text = (str(cause).strip().splitlines() or [type(cause).__name__])[0][:300]
-        return (f"the storage failed: {text}; finished trials are kept: when the storage is back "
+        return (f"the storage failed: {root_cause(exc)}; finished trials are kept: when the storage is back "
                 "(or restored), rerun the command to resume")
     return None
 

@@ -33,7 +33,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tilesearch import heartbeat
-from tilesearch.errors import TilesearchError
+from tilesearch.errors import TilesearchError, root_cause
 from tilesearch.op import Problem
 from tilesearch.records import BuildResult, Candidate, RunResult, Status
 from tilesearch.storage import rdb_storage
@@ -99,7 +99,7 @@ def open_storage(
     try:
         return rdb_storage(url, heartbeat, read_only=read_only)
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds
-        raise StorageError(f"cannot open storage {url!r}: {_one_line(exc)}") from None
+        raise StorageError(f"cannot open storage {url!r}: {root_cause(exc)}") from None
 
 
 def _check_sqlite_file(path: str, read_only: bool) -> None:
@@ -117,12 +117,6 @@ def _check_sqlite_file(path: str, read_only: bool) -> None:
         head = f.read(16)
     if head and head != b"SQLite format 3\x00":
         raise StorageError(f"{path} is not an SQLite database")
-
-
-def _one_line(exc: BaseException) -> str:
-    """The first line of a storage error's message, without SQLAlchemy's ``(Background...)`` tail."""
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
 def check_study_name(name: str) -> str | None:

@@ -31,7 +31,7 @@ from typing import Any
 from optuna.storages.journal import JournalFileBackend
 from optuna.storages.journal._file import BaseJournalFileLock
 
-from tilesearch.errors import TilesearchError
+from tilesearch.errors import TilesearchError, root_cause
 
 
 class JournalError(TilesearchError):
@@ -108,7 +108,7 @@ class Journal(JournalFileBackend):
                 return
             except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
                 raise JournalError(
-                    f"journal {self._file_path} is damaged after record {number}: {_first_line(exc)}; "
+                    f"journal {self._file_path} is damaged after record {number}: {root_cause(exc)}; "
                     "restore it from a copy or start a new one"
                 ) from None
             except OSError as exc:
@@ -171,8 +171,3 @@ def _whole_lines(f: Any, end: int) -> int:
             return pos - step + cut + 1
         pos -= step
     return 0
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from tilesearch import registry, versions
-from tilesearch.database import TrialRecord, TuningDatabase, find_studies, open_storage, storage_url
+from tilesearch.database import (
+    TrialRecord,
+    TuningDatabase,
+    check_study_name,
+    find_studies,
+    open_storage,
+    storage_url,
+)
 from tilesearch.deploy.artifact import (
     LIBRARY,
     METADATA,
@@ -70,6 +77,8 @@ def best_trial(
     if arch is not None:
         capability(arch)  # a bad name fails here, before any lookup
     where = storage_url(storage)
+    if study is not None and (reason := check_study_name(study)):
+        raise NoTrialError(reason)  # the claims side study holds tickets, not measurements
     opened = open_storage(storage, read_only=True)  # export reads the study and writes nothing to it
     if study is not None:
         if study not in optuna.study.get_all_study_names(opened):

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from optuna.trial import TrialState
+import storages
 
 from tilesearch import dataset
 from tilesearch.database import StorageError, TuningDatabase, open_storage
@@ -59,22 +59,11 @@ def assert_one_line(out, *fragments):
     assert "Traceback" not in out.stderr
 
 
-def measured(url, study):
-    db = TuningDatabase(url, study, read_only=True)
-    trials = db.trials()
-    db.close()
-    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
-    records = [r for r in db.records() if r.duplicate_of is None and r.status not in ("invalid", "interrupted", "skipped")]
-    assert len(records) == len({r.key for r in records}), "a configuration measured twice"
-    assert [t.state for t in trials].count(TrialState.COMPLETE) == len([r for r in records if r.status == "ok"])
-    return {r.key: r.latency_ms for r in records}
-
-
 def complete(url, study, data, before=None):
     """Reruns the study to ``TRIALS`` in-process and checks it exactly (nothing lost, nothing twice)."""
     tune("gemm", PROBLEM, runner=f"replay:{data}", storage=url, study=study, trials=TRIALS, progress=False,
          strategy="tpe")
-    after = measured(url, study)
+    after = storages.measured_once(url, study)
     assert len(after) == TRIALS
     for key, latency in (before or {}).items():
         assert after[key] == latency  # nothing lost or changed
@@ -94,7 +83,7 @@ def world(tmp_path, data):
     urls = {"sqlite": f"sqlite:///{tmp_path / 'tune.db'}", "journal": f"journal:{tmp_path / 'tune.journal'}"}
     for url in urls.values():
         tune("gemm", PROBLEM, runner=f"replay:{data}", storage=url, study="s", trials=FIRST, progress=False)
-    return tmp_path, urls, {kind: measured(url, "s") for kind, url in urls.items()}
+    return tmp_path, urls, {kind: storages.measured_once(url, "s") for kind, url in urls.items()}
 
 
 # --- 1. settings and arguments ----------------------------------------------------------------
@@ -384,7 +373,7 @@ def test_a_torn_journal_tail_is_read_by_show_and_set_aside_by_tune(world, data):
     after = complete(urls["journal"], "s", data, before["journal"])
     assert (cwd / f"tune.journal.torn-{len(sound)}").read_bytes() == torn  # kept, not lost
     assert path.read_bytes().startswith(sound)
-    assert measured(urls["journal"], "s") == after  # and the journal reads back whole
+    assert storages.measured_once(urls["journal"], "s") == after  # and the journal reads back whole
 
 
 SQLITE_DAMAGE = {

@@ -1,5 +1,6 @@
 import importlib.util
 import multiprocessing as mp
+import os
 import time
 
 import optuna
@@ -101,3 +102,21 @@ def test_postgres_heartbeat_fails_and_requeues_a_silent_remote_worker():
     states = [t.state for t in db.trials()]
     assert states == [TrialState.FAIL]
     assert TrialRecord.from_trial(db.trials()[0]).status == "interrupted"
+
+
+def test_a_trial_is_opened_running_with_its_owner_and_params_in_one_step():
+    """Issue 20: enqueue + ask left WAITING trials behind when a worker died in between, and
+    trials without an owner that only ABANDONED_S cleared."""
+    db = TuningDatabase(":memory:", "s")
+    trial = db.ask({"x": optuna.distributions.IntDistribution(0, 3)}, {"x": 2})
+    (frozen,) = db.trials()
+    assert frozen.state == TrialState.RUNNING and frozen.params == {"x": 2} == trial.params
+    assert frozen.user_attrs["pid"] == os.getpid() and frozen.user_attrs["host"] == db._host
+
+
+def test_waiting_trials_left_by_older_versions_are_closed_as_skipped():
+    db = TuningDatabase(":memory:", "s")
+    db.study.enqueue_trial({"x": 1})
+    db.fail_stale()
+    (frozen,) = db.trials()
+    assert frozen.state == TrialState.FAIL and TrialRecord.from_trial(frozen).status == "skipped"

@@ -269,14 +269,20 @@ class TuningDatabase:
 
     def fail_stale(self) -> int:
         """Marks this host's running trials whose process is gone as interrupted, and, on a storage
-        with heartbeats, fails (and re-queues) any worker's trials whose heartbeat stopped;
-        returns how many trials of this host it marked. A trial still without a PID
-        ``ABANDONED_S`` after it opened (its worker died in between) is marked too."""
+        with heartbeats, fails any worker's trials whose heartbeat stopped; returns how many
+        trials of this host it marked. A trial still without a PID ``ABANDONED_S`` after it
+        opened (a worker of an older version died in between) is marked too, and so is a WAITING
+        trial, which only older versions queued and which nothing pops any more."""
         with warnings.catch_warnings():  # no-op without heartbeats; marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(self.study)
         count = 0
         for trial in self.trials():
+            if trial.state == TrialState.WAITING:  # study.tell refuses a trial that never ran
+                self.storage.set_trial_user_attr(trial._trial_id, "status", Status.SKIPPED.value)
+                self.storage.set_trial_user_attr(trial._trial_id, "error", "queued by an older tilesearch, never opened")
+                self.storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+                continue
             if trial.state != TrialState.RUNNING:
                 continue
             if self.worker_alive(trial) is not False and not _abandoned(trial):

@@ -6,8 +6,8 @@ block shapes and a reduction step for a matmul on the target; each hint becomes 
 configuration of the space with that ``block_m x block_n`` (and the largest ``block_k`` not
 above the hint's reduction step) whose other knobs are closest to common defaults. Carver needs
 no GPU here: the device it models is described from the :class:`~tilesearch.target.Target`.
-Optuna-sampled strategies receive the hints through ``enqueue_trial`` (the tuner opens every
-fixed proposal that way), so TPE and GP learn from them like from their own trials.
+Optuna-sampled strategies learn from the hints like from their own trials: the tuner opens
+every fixed proposal as a trial with those parameters (see ``TuningDatabase.ask``).
 """
 
 from __future__ import annotations

@@ -120,3 +120,16 @@ def test_waiting_trials_left_by_older_versions_are_closed_as_skipped():
     db.fail_stale()
     (frozen,) = db.trials()
     assert frozen.state == TrialState.FAIL and TrialRecord.from_trial(frozen).status == "skipped"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg") is None,
+                    reason="no PostgreSQL driver")
+def test_a_permanent_connection_error_is_not_retried(monkeypatch):
+    """Issue 20: a refused connection (or an unknown host, a missing database) was retried 5 times."""
+    from tilesearch import storage
+
+    sleeps = []
+    monkeypatch.setattr(storage.time, "sleep", sleeps.append)
+    with pytest.raises(database.StorageError, match="Connection refused|connection"):
+        open_storage("postgresql://nobody@127.0.0.1:1/nothing")
+    assert sleeps == []

@@ -27,7 +27,7 @@ def cli(*args, env=None):
         (["tune", "m=64"], "op=NAME is required"),
         (["tune", "op=gemm", "m"], "expected key=value"),
         (["frobnicate"], "unknown command 'frobnicate'"),
-        (["show", "op=gemm", "m=64", "n=64", "k=64"], "run tilesearch tune first"),
+        (["show", "op=gemm", "m=64", "n=64", "k=64"], "no study for gemm"),
         (["tune", "op=gemm", "m=64", "n=64", "k=64", "storage=results.db"], "not a storage URL"),
     ],
 )

@@ -265,14 +265,17 @@ def cmd_show(args: list[str]) -> int:
     from collections import Counter
 
     from tilesearch import report
-    from tilesearch.database import TuningDatabase, find_studies, open_storage
+    from tilesearch.database import MissingStorageError, TuningDatabase, find_studies, open_storage
     from tilesearch.records import Status
 
     pairs = parse_pairs(args)
     storage = pairs.pop("storage", None)
     top = int(_coerce("top", pairs.pop("top", "10"), 10))
     op, problem = _load_problem(pairs, settings_keys=("storage", "top"))
-    opened = open_storage(storage, read_only=True)  # show creates and writes nothing
+    try:
+        opened = open_storage(storage, read_only=True)  # show creates and writes nothing
+    except MissingStorageError as exc:
+        raise UsageError(f"no study for {op.name} {problem.key}: {exc}") from None
     names = find_studies(opened, op.name, problem)
     if not names:
         raise UsageError(f"no study for {op.name} {problem.key} in the storage; run tilesearch tune first")

@@ -58,6 +58,10 @@ class StorageError(TilesearchError, ValueError):
     """A storage that cannot be opened or used, or a study name it cannot hold."""
 
 
+class MissingStorageError(StorageError):
+    """A storage file that a read-only command would have to create: it holds no study yet."""
+
+
 FORMS = "use sqlite:///FILE.db, postgresql://USER@HOST/DB, journal:FILE or :memory:"
 
 
@@ -107,7 +111,7 @@ def _check_sqlite_file(path: str, read_only: bool) -> None:
         raise StorageError(f"{path} is a directory; name a database file, e.g. sqlite:///{path}/tune.db")
     if not os.path.exists(path):
         if read_only:
-            raise StorageError(f"no database at {path}; run tilesearch tune first (or pass storage=URL)")
+            raise MissingStorageError(f"no database at {path}; run tilesearch tune first (or pass storage=URL)")
         return
     if not os.access(path, os.R_OK):
         raise StorageError(f"database {path} is not readable; check its permissions")

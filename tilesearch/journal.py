@@ -15,7 +15,7 @@ by plugging in our own lock and subclassing the backend, never by patching Optun
   :class:`Journal` moves the torn bytes to ``FILE.torn-<offset>`` (kept for inspection; nothing
   that was committed is in them) and cuts the file back to its last whole line.
 - **Reading.** A line that is not JSON, or a file that is not UTF-8, is reported as a
-  :class:`~tilesearch.errors.TilesearchError` naming the file and line, not a decoder traceback.
+  :class:`JournalError` naming the file and line, not a decoder traceback.
   Opened ``read_only`` (``show``, ``export``), a journal is never created and never written: a
   write raises, and a missing file is an error.
 """
@@ -31,10 +31,11 @@ from typing import Any
 from optuna.storages.journal import JournalFileBackend
 from optuna.storages.journal._file import BaseJournalFileLock
 
-from tilesearch.errors import TilesearchError, root_cause
+from tilesearch.database import MissingStorageError, StorageError
+from tilesearch.errors import root_cause
 
 
-class JournalError(TilesearchError):
+class JournalError(StorageError):
     """A journal file that cannot be opened, read or written."""
 
 
@@ -80,7 +81,7 @@ class Journal(JournalFileBackend):
             raise JournalError(f"journal {path} is a directory; name a file, e.g. storage=journal:{path}/tune.journal")
         exists = os.path.exists(path)
         if read_only and not exists:
-            raise JournalError(f"no journal at {path}; run tilesearch tune with storage=journal:{path} first")
+            raise MissingStorageError(f"no journal at {path}; run tilesearch tune with storage=journal:{path} first")
         if exists and not os.access(path, os.R_OK):
             raise JournalError(f"journal {path} is not readable; check its permissions")
         if not read_only and exists and not os.access(path, os.W_OK):

@@ -18,6 +18,7 @@ from typing import Any
 
 from tilesearch import registry, versions
 from tilesearch.database import (
+    MissingStorageError,
     TrialRecord,
     TuningDatabase,
     check_study_name,
@@ -79,7 +80,10 @@ def best_trial(
     where = storage_url(storage)
     if study is not None and (reason := check_study_name(study)):
         raise NoTrialError(reason)  # the claims side study holds tickets, not measurements
-    opened = open_storage(storage, read_only=True)  # export reads the study and writes nothing to it
+    try:
+        opened = open_storage(storage, read_only=True)  # export reads the study and writes nothing to it
+    except MissingStorageError as exc:
+        raise NoTrialError(f"no study for {op.name} {problem.key} in {where} ({exc})") from None
     if study is not None:
         if study not in optuna.study.get_all_study_names(opened):
             raise NoTrialError(f"no study named {study!r} in {where}")

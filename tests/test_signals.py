@@ -41,6 +41,13 @@ def command(url, study, data):
             "progress=false"]
 
 
+def _before_tilesearch(code, signum, err):
+    """Whether the signal came while the interpreter itself was starting, before ``main`` could
+    install the handlers: it died of the signal, or of a KeyboardInterrupt while importing ``site``
+    ("Fatal Python error: init_import_site"). Python code cannot shorten that window."""
+    return code == -signum or (code == 1 and "Fatal Python error: init_import_site" in err)
+
+
 def chain(url, study, data, seed):
     """Up to ``PER_STUDY`` runs each sent SIGINT or SIGTERM at a random moment; then the rerun.
     Returns the signals that reached tilesearch's handlers, and those that came so early that the
@@ -57,7 +64,7 @@ def chain(url, study, data, seed):
         out, err = proc.communicate(timeout=120)
         if proc.returncode == 0:  # it finished before the signal came: the study is complete
             break
-        if proc.returncode == -signum:  # killed in the interpreter's start-up, before tilesearch's code ran
+        if _before_tilesearch(proc.returncode, signum, err):
             early.append(signum)
             continue
         assert proc.returncode == 128 + signum, (signum, proc.returncode, err[-3000:])

@@ -54,9 +54,10 @@ def command(url, study, data):
 
 def _before_tilesearch(code, signum, err):
     """Whether the signal came while the interpreter itself was starting, before ``main`` could
-    install the handlers: it died of the signal, or of a KeyboardInterrupt while importing ``site``
-    ("Fatal Python error: init_import_site"). Python code cannot shorten that window."""
-    return code == -signum or (code == 1 and "Fatal Python error: init_import_site" in err)
+    install the handlers: it died of the signal, or of a KeyboardInterrupt in one of its own
+    initialisation steps ("Fatal Python error: init_import_site", "init_sys_streams"...). Python
+    code cannot shorten that window."""
+    return code == -signum or (code == 1 and "Fatal Python error: init_" in err and "KeyboardInterrupt" in err)
 
 
 def chain(url, study, data, seed):

@@ -14,6 +14,8 @@ it leaves (see ``TuningDatabase.fail_stale``).
 from __future__ import annotations
 
 import signal
+import sys
+from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []
@@ -29,11 +31,19 @@ class Interrupted(KeyboardInterrupt):
 
 def install() -> None:
     """Routes SIGINT and SIGTERM of this (main) thread through :func:`_handle`. A SIGINT that the
-    parent set to be ignored (a shell's background job, ``nohup``) stays ignored, as Python does."""
+    parent set to be ignored (a shell's background job, ``nohup``) stays ignored, as Python does.
+    An :class:`Interrupted` swallowed in a finalizer is not printed as "Exception ignored": it
+    is remembered, and :func:`check` raises it again."""
     for signum in SIGNALS:
         if signum == signal.SIGINT and signal.getsignal(signum) is signal.SIG_IGN:
             continue
         signal.signal(signum, _handle)
+    sys.unraisablehook = _quiet_when_interrupted
+
+
+def _quiet_when_interrupted(unraisable: Any) -> None:
+    if not isinstance(unraisable.exc_value, Interrupted):
+        sys.__unraisablehook__(unraisable)
 
 
 def _handle(signum: int, frame: object) -> None:

@@ -1,5 +1,6 @@
 import importlib.util
 import multiprocessing as mp
+import os
 import time
 
 import optuna
@@ -88,7 +89,8 @@ def test_a_trial_abandoned_before_its_pid_was_written_is_closed_after_a_while(mo
 
 @pytest.mark.skipif(not storages.POSTGRES, reason="TILESEARCH_TEST_POSTGRES not set")
 def test_postgres_heartbeat_fails_and_requeues_a_silent_remote_worker():
-    """A worker on another host stops beating: any worker fails its trial and re-queues it."""
+    """A worker on another host stops beating: any worker fails its trial. It is not re-queued as a
+    WAITING copy, which strategies that fix their configurations would never pop (issue 20)."""
     study = storages.study("beat")
     db = TuningDatabase(storages.POSTGRES, study, heartbeat=1)
     trial = db.ask({"x": optuna.distributions.IntDistribution(0, 3)})
@@ -98,6 +100,36 @@ def test_postgres_heartbeat_fails_and_requeues_a_silent_remote_worker():
     time.sleep(8)  # grace: 6 heartbeats of 1 s
     db.fail_stale()
     states = [t.state for t in db.trials()]
-    assert states == [TrialState.FAIL, TrialState.WAITING]
-    assert db.trials()[1].params == trial.params
+    assert states == [TrialState.FAIL]
     assert TrialRecord.from_trial(db.trials()[0]).status == "interrupted"
+
+
+def test_a_trial_is_opened_running_with_its_owner_and_params_in_one_step():
+    """Issue 20: enqueue + ask left WAITING trials behind when a worker died in between, and
+    trials without an owner that only ABANDONED_S cleared."""
+    db = TuningDatabase(":memory:", "s")
+    trial = db.ask({"x": optuna.distributions.IntDistribution(0, 3)}, {"x": 2})
+    (frozen,) = db.trials()
+    assert frozen.state == TrialState.RUNNING and frozen.params == {"x": 2} == trial.params
+    assert frozen.user_attrs["pid"] == os.getpid() and frozen.user_attrs["host"] == db._host
+
+
+def test_waiting_trials_left_by_older_versions_are_closed_as_skipped():
+    db = TuningDatabase(":memory:", "s")
+    db.study.enqueue_trial({"x": 1})
+    db.fail_stale()
+    (frozen,) = db.trials()
+    assert frozen.state == TrialState.FAIL and TrialRecord.from_trial(frozen).status == "skipped"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg") is None,
+                    reason="no PostgreSQL driver")
+def test_a_permanent_connection_error_is_not_retried(monkeypatch):
+    """Issue 20: a refused connection (or an unknown host, a missing database) was retried 5 times."""
+    from tilesearch import storage
+
+    sleeps = []
+    monkeypatch.setattr(storage.time, "sleep", sleeps.append)
+    with pytest.raises(database.StorageError, match="Connection refused|connection"):
+        open_storage("postgresql://nobody@127.0.0.1:1/nothing")
+    assert sleeps == []

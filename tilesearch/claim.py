@@ -5,7 +5,11 @@ processes: two workers both read "not taken" and both measure. A claim closes it
 step every Optuna storage makes atomic and orders: creating a trial. Claiming key ``K`` for trial
 ``T`` appends a *ticket* (a trial carrying ``K`` and ``T``, created in one step) to a side study
 ``<study>#claims``; trial numbers follow creation order (Optuna numbers trials under a lock on
-the study row in an RDB, in log order in a journal). The claimant then reads the earlier tickets
+the study row in an RDB, in log order in a journal). The side study carries the user attributes
+``tilesearch: claims`` and ``claims_of: <study>``; its tickets are not measurements (their value
+is the claiming trial's number) and Optuna's dashboards list it beside the study it serves. Study
+names holding ``#`` are refused (:func:`tilesearch.database.check_study_name`), so no user study
+can be, or write into, another's claims. The claimant then reads the earlier tickets
 for ``K``, oldest first, and looks at the trial each one names in the main study:
 
 - still running: another worker holds ``K``; the claimant yields (:attr:`Verdict.BUSY`);
@@ -34,6 +38,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tilesearch.database import TrialRecord, TuningDatabase
 
 SUFFIX = "#claims"
+KIND = "claims"  # the side study's user attribute ``tilesearch``, so that tools can tell it apart
 
 
 class Verdict(str, enum.Enum):
@@ -66,6 +71,10 @@ class Claims:
             self.study_id = self.storage.create_new_study([optuna.study.StudyDirection.MINIMIZE], name)
         except optuna.exceptions.DuplicatedStudyError:
             self.study_id = self.storage.get_study_id_from_name(name)
+        attrs = self.storage.get_study_user_attrs(self.study_id)
+        if attrs.get("tilesearch") != KIND:
+            self.storage.set_study_user_attr(self.study_id, "tilesearch", KIND)
+            self.storage.set_study_user_attr(self.study_id, "claims_of", db.name)
 
     def claim(self, number: int, key: str, budget: int | None = None) -> Claim:
         """Claims ``key`` for trial ``number`` of the main study (see the module docstring);
@@ -113,4 +122,6 @@ class Claims:
 
 
 def _has_result(record: TrialRecord) -> bool:
-    return record.duplicate_of is None and record.status not in ("invalid", "interrupted", "running", "waiting", "unknown")
+    return record.duplicate_of is None and record.status not in (
+        "invalid", "interrupted", "running", "waiting", "unknown", "skipped"
+    )

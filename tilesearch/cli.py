@@ -1,17 +1,18 @@
 """The ``tilesearch`` command: ``tune``, ``show``, ``export`` and ``ops``, configured with ``key=value``.
 
-Bad input exits with code 2 and one line saying what is wrong and what would be right.
+Bad input exits with code 2 and one line saying what is wrong and what would be right; so does
+any :class:`~tilesearch.errors.TilesearchError` (a damaged file, a storage that cannot be opened).
+SIGINT and SIGTERM end every command with exit code 130 or 143 and one line (see
+:mod:`tilesearch.shutdown`); the handlers are installed before anything heavy is imported.
 """
 
 from __future__ import annotations
 
-import signal
+import os
 import sys
-from collections import Counter
-from dataclasses import fields
 from typing import Any
 
-from tilesearch import range_cli
+from tilesearch import range_cli, shutdown  # both light: nothing heavy before main() installs the handlers
 
 USAGE = """usage: tilesearch COMMAND [key=value ...]
 
@@ -48,6 +49,10 @@ class UsageError(Exception):
     """Bad command-line input: printed as one line, exit code 2."""
 
 
+POSITIVE = ("workers", "top")  # 0 makes no sense for these (TuneSettings checks its own fields)
+NON_EMPTY = ("storage", "study", "runner", "strategy", "arch", "out", "op")
+
+
 def parse_pairs(args: list[str]) -> dict[str, str]:
     pairs: dict[str, str] = {}
     for arg in args:
@@ -56,6 +61,8 @@ def parse_pairs(args: list[str]) -> dict[str, str]:
             raise UsageError(f"expected key=value, got {arg!r} (e.g. m=4096)")
         if key in pairs:
             raise UsageError(f"{key} given twice")
+        if key in NON_EMPTY and not value.strip():
+            raise UsageError(f"{key}= is empty; give a value or leave {key} out for the default")
         pairs[key] = value
     return pairs
 
@@ -72,14 +79,20 @@ def _coerce(name: str, raw: str, default: Any) -> Any:
             value = type(default)(raw)
         except ValueError:
             raise UsageError(f"{name}={raw!r} must be a {type(default).__name__}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise UsageError(f"{name}={raw} must be a finite number")
         if value < 0:
             raise UsageError(f"{name}={raw} must not be negative")
+        if value == 0 and name in POSITIVE:
+            raise UsageError(f"{name} must be at least 1, got {raw}")
         return value
     return raw
 
 
 def split_settings(pairs: dict[str, str], allowed: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, str]]:
     """Setting keys converted to their types, and the rest (the op's parameters)."""
+    from dataclasses import fields
+
     from tilesearch.tuner import TuneSettings
 
     defaults = {f.name: f.default for f in fields(TuneSettings)}
@@ -139,8 +152,9 @@ def cmd_worker(args: list[str]) -> int:
 
 def cmd_tune(args: list[str]) -> int:
     from tilesearch import report, strategy
-    from tilesearch.database import StorageError, open_storage
+    from tilesearch.database import StorageError, open_storage, storage_url
     from tilesearch.dataset import DatasetError
+    from tilesearch.errors import TilesearchError
     from tilesearch.provenance import StaleStudyError
     from tilesearch.runner import NoDeviceError, UnknownRunnerError
     from tilesearch.strategy import UnknownStrategyError
@@ -153,19 +167,27 @@ def cmd_tune(args: list[str]) -> int:
     gpus = _gpus(pairs)
     settings, rest = split_settings(pairs, TuneSettings.keys())
     op, problem = _load_problem(dict(rest), settings_keys=TuneSettings.keys())
+    TuneSettings(**settings)  # bad values fail here, before anything starts
     if settings.get("strategy", "tpe") not in strategy.STRATEGIES:
         raise UsageError(f"unknown strategy {settings['strategy']!r}; choose one of {', '.join(strategy.STRATEGIES)}")
-    if settings.get("trials", 1) < 1:
-        raise UsageError("trials must be at least 1")
+    if "arch" in settings:
+        _check_arch(settings["arch"])
     if gpus is not None:
         return _tune_parallel(rest["op"], problem, gpus, TuneSettings(**settings))
+    url = storage_url(settings.get("storage"))
+    created = _new_files(url)
     try:
-        open_storage(settings.get("storage"))  # a bad URL fails here, before the GPU starts
+        open_storage(url)  # a bad URL fails here, before the GPU starts
         result = tune(op, problem, settings=TuneSettings(**settings))
     except NoDeviceError as exc:
+        _remove_if_empty(created, url)
         raise UsageError(f"{exc}: tune measures on a CUDA GPU; run it on a machine with one") from None
     except (StorageError, DatasetError, UnknownRunnerError, UnknownStrategyError, HintError, StaleStudyError) as exc:
+        _remove_if_empty(created, url)
         raise UsageError(str(exc)) from None
+    except TilesearchError:
+        _remove_if_empty(created, url)
+        raise
     replay = " [replayed]" if result.replayed else ""
     print(f"study: {result.study}{replay}")
     if result.measured_now == 0 and not result.statuses:
@@ -189,6 +211,46 @@ def cmd_tune(args: list[str]) -> int:
     if result.final is not None:
         print(report.final_table(result.final))
     return 0
+
+
+def _check_arch(arch: str) -> None:
+    from tilesearch.target import Target
+
+    try:
+        Target.from_arch(arch)
+    except ValueError as exc:
+        raise UsageError(f"arch={arch!r}: {exc}") from None
+
+
+def _new_files(url: str) -> list[str]:
+    """The files of storage ``url`` that do not exist yet (a run may create them)."""
+    from tilesearch.database import sqlite_path
+
+    path = url.removeprefix("journal:") if url.startswith("journal:") else sqlite_path(url)
+    return [path] if path and not os.path.exists(path) else []
+
+
+def _remove_if_empty(created: list[str], url: str) -> None:
+    """Removes the storage files a failed ``tune`` created, if no trial made it into them, so that
+    a run that failed before measuring leaves nothing behind."""
+    import optuna
+
+    from tilesearch.database import open_storage
+
+    for path in created:
+        if not os.path.exists(path):
+            continue
+        try:
+            storage = open_storage(url, read_only=True)
+            if any(storage.get_n_trials(s._study_id) for s in storage.get_all_studies()):
+                continue
+            if isinstance(storage, optuna.storages.RDBStorage):
+                storage.engine.dispose()
+        except Exception:  # noqa: BLE001 - a file we cannot read is left alone
+            continue
+        for leftover in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
 
 
 def _tune_parallel(op: str, problem: Any, gpus: list[int], settings: Any) -> int:
@@ -216,24 +278,28 @@ def _tune_parallel(op: str, problem: Any, gpus: list[int], settings: Any) -> int
 
 
 def cmd_show(args: list[str]) -> int:
+    from collections import Counter
+
     from tilesearch import report
-    from tilesearch.database import StorageError, TuningDatabase, find_studies
+    from tilesearch.database import MissingStorageError, TuningDatabase, find_studies, open_storage
+    from tilesearch.records import Status
 
     pairs = parse_pairs(args)
     if range_cli.has_range(pairs):
         return range_cli.show(pairs, UsageError)
     storage = pairs.pop("storage", None)
     top = int(_coerce("top", pairs.pop("top", "10"), 10))
-    op, problem = _load_problem(pairs)
+    op, problem = _load_problem(pairs, settings_keys=("storage", "top"))
     try:
-        names = find_studies(storage, op.name, problem)
-    except StorageError as exc:
-        raise UsageError(str(exc)) from None
+        opened = open_storage(storage, read_only=True)  # show creates and writes nothing
+    except MissingStorageError as exc:
+        raise UsageError(f"no study for {op.name} {problem.key}: {exc}") from None
+    names = find_studies(opened, op.name, problem)
     if not names:
         raise UsageError(f"no study for {op.name} {problem.key} in the storage; run tilesearch tune first")
     for name in names:
-        db = TuningDatabase(storage, name)
-        records = [r for r in db.records() if r.duplicate_of is None]
+        db = TuningDatabase(opened, name, read_only=True)
+        records = [r for r in db.records() if r.duplicate_of is None and r.status != Status.SKIPPED.value]
         counts = Counter(r.status for r in records)
         replay = " [replayed]" if db.study.user_attrs.get("replayed") else ""
         print(f"study: {name}{replay}")
@@ -343,12 +409,36 @@ COMMANDS = {"tune": cmd_tune, "worker": cmd_worker, "show": cmd_show, "export": 
             "revalidate": cmd_revalidate, "trials": cmd_trials, "ops": cmd_ops}
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Runs one command; returns its exit code (2 for bad input, 130/143 when interrupted)."""
+    shutdown.install()
+    try:
+        code = _run(sys.argv[1:] if argv is None else argv)
+        sys.stdout.flush()
+    except shutdown.Interrupted as exc:
+        return _interrupted(exc.signum)
+    except KeyboardInterrupt:
+        return _interrupted(shutdown.received())
+    except BrokenPipeError:
+        # the reader went away (``| head``): say nothing more, and keep Python's exit-time flush quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception:
+        # a signal that landed inside a storage transaction can make the cleanup fail in turn
+        if shutdown.received():
+            return _interrupted(shutdown.received())
+        raise
+    if shutdown.received():  # the exception was swallowed (raised inside a finalizer): still interrupted
+        return _interrupted(shutdown.received())
+    return code
+
+
+def _interrupted(signum: int | None) -> int:
+    print("tilesearch: interrupted; finished trials are saved, rerun the command to resume", file=sys.stderr)
+    return shutdown.exit_code(signum)
+
+
+def _run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if argv else 2
@@ -356,15 +446,42 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"tilesearch: error: unknown command {command!r}; use one of {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _terminate)
     try:
         return COMMANDS[command](rest)
     except UsageError as exc:
-        print(f"tilesearch: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("tilesearch: interrupted; finished trials are saved, rerun the command to resume", file=sys.stderr)
-        return 130
+        return _error(str(exc))
+    except Exception as exc:
+        message = _user_error(exc)
+        if message is None or shutdown.received():
+            raise
+        return _error(message)
+
+
+def _error(message: str) -> int:
+    print(f"tilesearch: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+def _user_error(exc: Exception) -> str | None:
+    """The one line for an error the user can fix, or ``None`` for a bug (which keeps its traceback).
+
+    Our own errors say what to do; a storage that fails mid-run (a database server stopped, a
+    damaged file found late) is reported with what was kept."""
+    from tilesearch.errors import TilesearchError, root_cause
+
+    if isinstance(exc, TilesearchError):
+        return str(exc)
+    optuna = sys.modules.get("optuna")
+    sqlalchemy = sys.modules.get("sqlalchemy")
+    storage_errors: tuple[type, ...] = ()
+    if optuna is not None:
+        storage_errors += (optuna.exceptions.StorageInternalError,)
+    if sqlalchemy is not None:
+        storage_errors += (sqlalchemy.exc.SQLAlchemyError,)
+    if storage_errors and isinstance(exc, storage_errors):
+        return (f"the storage failed: {root_cause(exc)}; finished trials are kept: when the storage is back "
+                "(or restored), rerun the command to resume")
+    return None
 
 
 if __name__ == "__main__":

@@ -5,7 +5,16 @@ Any Optuna storage works: ``sqlite:///tilesearch.db`` (the default, no server), 
 study holds one problem on one GPU with one TileLang version; its trials carry the configuration,
 its content key, the status and error, and every measured figure as user attributes. A
 configuration whose key already has a finished trial is never measured again, so running the
-same command twice resumes. Several processes may share a study (see :mod:`tilesearch.claim`
+same command twice resumes.
+
+A study counts one trial per configuration it tried. A configuration proposed again (a sampler's
+repeat, a yield to another worker or to the budget) is not given a trial when the tuner can see
+it first; when a sampler already opened one, it is closed as FAIL with status ``skipped``.
+Not PRUNED: Optuna's TPE ranks pruned trials below every complete one, so a repeat of the best
+configuration recorded as pruned would steer TPE away from the best region; not a COMPLETE copy:
+that counts a measurement twice. TPE ignores FAIL trials. Trials are opened RUNNING with their
+parameters, PID and host in one step, never enqueued as WAITING first, so a process killed at
+any moment leaves no WAITING trial and no trial without an owner. Several processes may share a study (see :mod:`tilesearch.claim`
 for how they avoid measuring a configuration twice, :mod:`tilesearch.storage` for the storages).
 """
 
@@ -24,6 +33,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tilesearch import heartbeat
+from tilesearch.errors import TilesearchError, root_cause
 from tilesearch.op import Problem
 from tilesearch.provenance import IDENTITY_ATTR, StaleStudyError, differences
 from tilesearch.records import FIGURES, BuildResult, Candidate, Figures, Final, RunResult, Status
@@ -32,8 +42,10 @@ from tilesearch.target import Target
 
 DEFAULT_STORAGE = "sqlite:///tilesearch.db"
 FINAL_ATTR = "final"  # study attribute: the last final re-time and the trial count it covered
-ABANDONED_S = 600.0  # a worker writes its trial's PID right after opening it
+ABANDONED_S = 600.0  # trials opened by older versions got their PID right after opening
 _UNFINISHED = {Status.INTERRUPTED.value, "running", "waiting"}
+RESERVED = "#"  # study names with it belong to tilesearch (the claims side study, see tilesearch.claim)
+MAX_STUDY_NAME = 505  # Optuna's RDB column holds 512 characters, less the claims suffix
 
 
 # trials without a status attribute: still open, or failed by a heartbeat check (the worker died)
@@ -44,34 +56,85 @@ _STATE_STATUS = {
 }
 
 
-class StorageError(ValueError):
-    """A storage URL that no Optuna storage accepts."""
+class StorageError(TilesearchError, ValueError):
+    """A storage that cannot be opened or used, or a study name it cannot hold."""
+
+
+class MissingStorageError(StorageError):
+    """A storage file that a read-only command would have to create: it holds no study yet."""
+
+
+FORMS = "use sqlite:///FILE.db, postgresql://USER@HOST/DB, journal:FILE or :memory:"
 
 
 def storage_url(url: str | None = None) -> str:
     """The storage to use: ``url``, else ``$TILESEARCH_STORAGE``, else the SQLite default."""
+    if url is not None and not url.strip():
+        raise StorageError(f"storage= is empty; {FORMS}")
     return url or os.environ.get("TILESEARCH_STORAGE") or DEFAULT_STORAGE
 
 
-def open_storage(url: str | None = None, heartbeat: int | None = None) -> optuna.storages.BaseStorage:
+def sqlite_path(url: str) -> str | None:
+    """The file of a ``sqlite:///FILE`` URL, ``None`` for another storage."""
+    if not url.startswith("sqlite:"):
+        return None
+    path = url.split("///", 1)[1].split("?", 1)[0] if "///" in url else ""
+    if not path:
+        raise StorageError(f"storage={url!r} names no file; use sqlite:///FILE.db (or :memory: for no file)")
+    return path
+
+
+def open_storage(
+    url: str | None = None, heartbeat: int | None = None, *, read_only: bool = False
+) -> optuna.storages.BaseStorage:
     """An Optuna storage for ``url`` (see the module docstring for the forms accepted); with
-    ``heartbeat`` seconds, relational storages fail and re-queue trials of silent workers."""
+    ``heartbeat`` seconds, relational storages fail trials of silent workers. ``read_only``
+    storages are never created or written (a missing file is a :class:`StorageError`)."""
     url = storage_url(url)
     if url == ":memory:":
         return optuna.storages.InMemoryStorage()
     if url.startswith("journal:"):
-        from optuna.storages.journal import JournalFileBackend
+        from tilesearch.journal import Journal
 
-        return optuna.storages.JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
+        return optuna.storages.JournalStorage(Journal(url.removeprefix("journal:"), read_only=read_only))
     if "://" not in url:
-        raise StorageError(
-            f"storage={url!r} is not a storage URL; use sqlite:///FILE.db, postgresql://USER@HOST/DB, "
-            "journal:FILE or :memory:"
-        )
+        raise StorageError(f"storage={url!r} is not a storage URL; {FORMS}")
+    path = sqlite_path(url)
+    if path is not None:
+        _check_sqlite_file(path, read_only)
     try:
-        return rdb_storage(url, heartbeat)
+        return rdb_storage(url, heartbeat, read_only=read_only)
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds
-        raise StorageError(f"cannot open storage {url!r}: {str(exc).splitlines()[0]}") from None
+        raise StorageError(f"cannot open storage {url!r}: {root_cause(exc)}") from None
+
+
+def _check_sqlite_file(path: str, read_only: bool) -> None:
+    if os.path.isdir(path):
+        raise StorageError(f"{path} is a directory; name a database file, e.g. sqlite:///{path}/tune.db")
+    if not os.path.exists(path):
+        if read_only:
+            raise MissingStorageError(f"no database at {path}; run tilesearch tune first (or pass storage=URL)")
+        return
+    if not os.access(path, os.R_OK):
+        raise StorageError(f"database {path} is not readable; check its permissions")
+    if not read_only and not os.access(path, os.W_OK):
+        raise StorageError(f"database {path} is not writable; check its permissions (reading it needs none: show)")
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head and head != b"SQLite format 3\x00":
+        raise StorageError(f"{path} is not an SQLite database")
+
+
+def check_study_name(name: str) -> str | None:
+    """Why ``name`` cannot name a study, or ``None``: empty, too long for a database server's
+    column, or holding ``#``, which marks tilesearch's own side studies."""
+    if not name or not name.strip():
+        return "study= is empty; give a name or leave study out for the default"
+    if RESERVED in name:
+        return f"study={name!r} contains {RESERVED!r}, which is reserved for tilesearch's side studies (<study>#claims)"
+    if len(name) > MAX_STUDY_NAME:
+        return f"study name has {len(name)} characters; at most {MAX_STUDY_NAME} fit a database server's column"
+    return None
 
 
 def study_name(problem: Problem, target: Target, tag: str) -> str:
@@ -134,12 +197,23 @@ class TuningDatabase:
         sampler: optuna.samplers.BaseSampler | None = None,
         info: Mapping[str, Any] | None = None,
         heartbeat: int | None = None,
+        read_only: bool = False,
     ) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        if not read_only and (reason := check_study_name(name)):
+            raise StorageError(reason)
+        self._owned = not isinstance(storage, optuna.storages.BaseStorage)
         if isinstance(storage, optuna.storages.BaseStorage):
             self.storage = storage
         else:
-            self.storage = open_storage(storage, heartbeat)
+            self.storage = open_storage(storage, heartbeat, read_only=read_only)
+        if read_only:
+            try:
+                self.study = optuna.load_study(storage=self.storage, study_name=name, sampler=sampler)
+            except KeyError:
+                raise StorageError(f"no study {name!r} in the storage") from None
+            self._host = socket.gethostname()
+            return
         self.study = optuna.create_study(
             storage=self.storage, study_name=name, direction="minimize", sampler=sampler, load_if_exists=True
         )
@@ -163,6 +237,13 @@ class TuningDatabase:
     def name(self) -> str:
         return self.study.study_name
 
+    def close(self) -> None:
+        """Closes the connections of a storage this object opened, so that SQLite checkpoints its
+        write-ahead log into the file and removes ``-wal``/``-shm`` now, not at garbage collection."""
+        if self._owned and isinstance(self.storage, optuna.storages.RDBStorage):
+            self.storage.remove_session()
+            self.storage.engine.dispose()
+
     def trials(self) -> list[FrozenTrial]:
         return self.study.get_trials(deepcopy=False)
 
@@ -173,7 +254,7 @@ class TuningDatabase:
         """Key -> first finished record (measured, failed or pruned; not interrupted, not a copy)."""
         done: dict[str, TrialRecord] = {}
         for rec in self.records():
-            if rec.status in _UNFINISHED or rec.status == "running" or rec.duplicate_of is not None:
+            if rec.status in _UNFINISHED or rec.status == Status.SKIPPED.value or rec.duplicate_of is not None:
                 continue
             done.setdefault(rec.key, rec)
         return done
@@ -216,14 +297,20 @@ class TuningDatabase:
 
     def fail_stale(self) -> int:
         """Marks this host's running trials whose process is gone as interrupted, and, on a storage
-        with heartbeats, fails (and re-queues) any worker's trials whose heartbeat stopped;
-        returns how many trials of this host it marked. A trial still without a PID
-        ``ABANDONED_S`` after it opened (its worker died in between) is marked too."""
+        with heartbeats, fails any worker's trials whose heartbeat stopped; returns how many
+        trials of this host it marked. A trial still without a PID ``ABANDONED_S`` after it
+        opened (a worker of an older version died in between) is marked too, and so is a WAITING
+        trial, which only older versions queued and which nothing pops any more."""
         with warnings.catch_warnings():  # no-op without heartbeats; marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(self.study)
         count = 0
         for trial in self.trials():
+            if trial.state == TrialState.WAITING:  # study.tell refuses a trial that never ran
+                self.storage.set_trial_user_attr(trial._trial_id, "status", Status.SKIPPED.value)
+                self.storage.set_trial_user_attr(trial._trial_id, "error", "queued by an older tilesearch, never opened")
+                self.storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+                continue
             if trial.state != TrialState.RUNNING:
                 continue
             if self.worker_alive(trial) is not False and not _abandoned(trial):
@@ -254,14 +341,25 @@ class TuningDatabase:
         return "pid" not in a or _pid_alive(a["pid"])
 
     def ask(self, distributions: Mapping[str, Any], params: Mapping[str, Any] | None = None) -> optuna.Trial:
-        """Opens a trial: the strategy's sampler picks its parameters, or ``params`` fixes them."""
-        if params is not None:
-            self.study.enqueue_trial(dict(params), skip_if_exists=False)
-        with warnings.catch_warnings():  # heartbeats are recorded by tilesearch.heartbeat, not optimize()
-            warnings.filterwarnings("ignore", "Heartbeat of storage")
-            trial = self.study.ask(dict(distributions))
-        trial.set_user_attr("pid", os.getpid())  # before host: fail_stale reads a host without pid as alive
-        trial.set_user_attr("host", self._host)
+        """Opens a trial: the strategy's sampler picks its parameters, or ``params`` fixes them.
+
+        The trial is created RUNNING with its owner (PID, host) and any fixed parameters in one
+        storage write, where ``study.enqueue_trial`` + ``study.ask`` would take several: a process
+        killed in between left a WAITING trial that nothing pops, or a trial without an owner,
+        and another worker's ``ask`` could pop this worker's enqueued configuration."""
+        fixed = dict(params or {})
+        template = FrozenTrial(
+            number=-1, state=TrialState.RUNNING, value=None, datetime_start=datetime.datetime.now(),
+            datetime_complete=None, params=fixed, distributions={k: distributions[k] for k in fixed},
+            user_attrs={"pid": os.getpid(), "host": self._host}, system_attrs={}, intermediate_values={},
+            trial_id=-1,
+        )
+        trial_id = self.storage.create_new_trial(self.study._study_id, template_trial=template)
+        self.study._thread_local.cached_all_trials = None  # the sampler must see the latest trials (as study.ask)
+        trial = optuna.Trial(self.study, trial_id)
+        for name, distribution in distributions.items():
+            if name not in fixed:
+                trial._suggest(name, distribution)  # what study.ask(fixed_distributions) does
         return trial
 
     def claim(self, trial: optuna.Trial, candidate: Candidate) -> None:
@@ -280,12 +378,17 @@ class TuningDatabase:
             fields["duplicate_of"] = duplicate_of
         self._tell(trial.number, Status.INVALID, fields)
 
-    def record_duplicate(self, trial: optuna.Trial, candidate: Candidate, of: TrialRecord) -> None:
-        """Answers a re-proposed configuration from its earlier record, measuring nothing."""
+    def record_skipped(
+        self, trial: optuna.Trial, candidate: Candidate, reason: str, duplicate_of: int | None = None
+    ) -> None:
+        """Closes a trial that measures nothing: its configuration is measured or in flight in
+        trial ``duplicate_of``, or the budget is taken. FAIL, with status ``skipped`` (see the
+        module docstring for why not PRUNED or a COMPLETE copy)."""
         self.claim(trial, candidate)
-        fields = {k: v for k, v in of.attrs.items() if k not in ("host", "pid", "key", "config", "status")}
-        fields["duplicate_of"] = of.number
-        self._tell(trial.number, Status(of.status), fields)
+        fields: dict[str, Any] = {"error": reason}
+        if duplicate_of is not None:
+            fields["duplicate_of"] = duplicate_of
+        self._tell(trial.number, Status.SKIPPED, fields)
 
     def record(self, trial: optuna.Trial | int, build: BuildResult, run: RunResult | None) -> None:
         """Stores the outcome of one candidate: a failed build, or the runner's result."""
@@ -354,14 +457,17 @@ def _pid_alive(pid: Any) -> bool:
     return True
 
 
-def find_studies(storage: str | optuna.storages.BaseStorage | None, op: str, problem: Problem | None = None) -> list[str]:
-    """Names of the studies in ``storage`` (a URL or an open storage) for ``op`` (and ``problem``,
-    if given), any GPU."""
+def find_studies(
+    storage: str | optuna.storages.BaseStorage | None, op: str, problem: Problem | None = None
+) -> list[str]:
+    """Names of the studies in ``storage`` for ``op`` (and ``problem``, if given), any GPU; a
+    storage given by URL is opened read-only."""
+    if not isinstance(storage, optuna.storages.BaseStorage):
+        storage = open_storage(storage, read_only=True)
     names = []
-    opened = storage if isinstance(storage, optuna.storages.BaseStorage) else open_storage(storage)
-    for summary in optuna.study.get_all_study_summaries(opened, include_best_trial=False):
+    for summary in optuna.study.get_all_study_summaries(storage, include_best_trial=False):
         attrs = summary.user_attrs
-        if attrs.get("op") != op:
+        if attrs.get("op") != op or RESERVED in summary.study_name:
             continue
         if problem is not None and attrs.get("problem") != problem.key:
             continue

@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tilesearch.errors import TilesearchError
 from tilesearch.records import Status
 from tilesearch.space import Categorical, Config, IntRange, Knob, PowerOfTwo, Space, config_key
 
@@ -44,7 +46,7 @@ ERROR_CHARS = 300
 FIGURES = ("latency_ms", "tflops", "baseline_ms", "speedup", "rel_err", "compile_s", "measure_s")
 
 
-class DatasetError(ValueError):
+class DatasetError(TilesearchError, ValueError):
     """A file that is not a tilesearch sweep, or a row that does not fit its header."""
 
 
@@ -252,29 +254,79 @@ def write(path: str | Path, meta: Mapping[str, Any], rows: Iterable[Row]) -> Dat
     return Dataset(dict(meta), tuple(rows), str(path))
 
 
-def _lines(path: str | Path) -> Iterator[dict[str, Any]]:
-    with _open(path, "r") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{path}:{number}: not JSON ({exc})") from None
+HEADER_FIELDS = {"op": str, "problem": dict, "target": dict, "knobs": dict}
 
 
-def load(path: str | Path) -> Dataset:
-    """Reads a dataset written by :func:`write`."""
-    if not Path(path).exists():
-        raise DatasetError(f"no dataset at {path}")
-    lines = _lines(path)
-    meta = next(lines, None)
-    if not meta or meta.get("type") != "header" or meta.get("format") != FORMAT:
+def _lines(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of every non-blank line; a file that cannot be read, is not
+    gzip (or is cut short) when named ``.gz``, or is not UTF-8 JSON raises :class:`DatasetError`."""
+    number = 0
+    try:
+        with _open(path, "r") as f:
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        yield number, json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise DatasetError(f"{path}:{number}: not JSON ({exc})") from None
+    except UnicodeDecodeError:
+        raise DatasetError(f"{path}:{number + 1}: not UTF-8 text; is this a dataset?") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise DatasetError(f"{path}: damaged or cut-short gzip after line {number} ({exc}); record it again") from None
+    except OSError as exc:
+        raise DatasetError(f"cannot read dataset {path}: {exc.strerror or exc}") from None
+
+
+def _check_header(path: str | Path, meta: Any) -> dict[str, Any]:
+    if not isinstance(meta, dict) or meta.get("type") != "header" or meta.get("format") != FORMAT:
         raise DatasetError(f"{path} is not a {FORMAT} file (its first line is not a header)")
     if meta.get("version") not in READABLE:
         raise DatasetError(f"{path} has format version {meta.get('version')}; this reader knows "
                            f"{', '.join(map(str, READABLE))}")
-    rows = tuple(Row.from_json(d) for d in lines if d.get("type") == "row")
-    return Dataset(meta, rows, str(path))
+    missing = [name for name, kind in HEADER_FIELDS.items() if not isinstance(meta.get(name), kind)]
+    if missing:
+        raise DatasetError(f"{path}: the header lacks {', '.join(missing)} (or has the wrong type); record the dataset again")
+    return meta
+
+
+def _check_row(path: str | Path, number: int, data: Any) -> Row:
+    """A row of line ``number``, its fields checked: a dataset feeds the search as if measured, so
+    a latency of ``"fast"`` or an unknown status must not pass for one."""
+    where = f"{path}:{number}"
+    if not isinstance(data, dict):
+        raise DatasetError(f"{where}: a row must be a JSON object")
+    if not isinstance(data.get("config"), dict):
+        raise DatasetError(f"{where}: the row has no config object")
+    statuses = [s.value for s in Status]
+    if data.get("status") not in statuses:
+        raise DatasetError(f"{where}: status {data.get('status')!r} is not one of {', '.join(statuses)}")
+    for name in FIGURES:
+        value = data.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value != value):
+            raise DatasetError(f"{where}: {name}={value!r} is not a number (or null)")
+    if data.get("error") is not None and not isinstance(data["error"], str):
+        raise DatasetError(f"{where}: error must be text or null")
+    if data["status"] == Status.OK.value and data.get("latency_ms") is None:
+        raise DatasetError(f"{where}: an ok row needs latency_ms")
+    return Row.from_json(data)
+
+
+def load(path: str | Path) -> Dataset:
+    """Reads a dataset written by :func:`write`; anything else raises :class:`DatasetError`
+    naming the file and line."""
+    if not Path(path).exists():
+        raise DatasetError(f"no dataset at {path}")
+    if Path(path).is_dir():
+        raise DatasetError(f"{path} is a directory; name a dataset file (.jsonl or .jsonl.gz)")
+    lines = _lines(path)
+    first = next(lines, None)
+    meta = _check_header(path, first[1] if first else None)
+    rows = []
+    for number, data in lines:
+        if isinstance(data, dict) and data.get("type") not in (None, "row"):
+            raise DatasetError(f"{path}:{number}: unknown record type {data.get('type')!r}")
+        rows.append(_check_row(path, number, data))
+    return Dataset(meta, tuple(rows), str(path))
 
 
 def rows_from_records(records: Iterable[Any]) -> list[Row]:
@@ -282,7 +334,7 @@ def rows_from_records(records: Iterable[Any]) -> list[Row]:
     record of each configuration, pruned and interrupted ones left out."""
     rows: dict[str, Row] = {}
     for rec in records:
-        if rec.duplicate_of is not None or rec.status in (Status.INVALID.value, Status.INTERRUPTED.value, "running"):
+        if rec.duplicate_of is not None or rec.status in (Status.INVALID.value, Status.INTERRUPTED.value, Status.SKIPPED.value, "running"):
             continue
         key = config_key(rec.config)
         if key not in rows:

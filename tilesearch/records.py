@@ -27,6 +27,7 @@ class Status(str, enum.Enum):
     WRONG_RESULT = "wrong_result"
     INTERRUPTED = "interrupted"  # the tuning process stopped before the trial finished
     NOT_RECORDED = "not_recorded"  # a replay runner's dataset has no measurement of it
+    SKIPPED = "skipped"  # not measured: a copy of a configuration measured or in flight, or a yield to the budget
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,19 @@ Two fixes over a plain ``optuna.storages.RDBStorage(url)``:
 - PostgreSQL: SQLAlchemy 2.1 maps ``postgresql://`` to psycopg 3; when only psycopg2 is
   installed (``pip install psycopg2-binary``) the URL is pointed at it.
 
+Opened ``read_only`` (``show``, ``export``), a SQLite file is opened with ``mode=ro``: nothing is
+created (a missing file is an error, not a new empty database), no write lock is taken, and
+the file's mode is left alone, so a 0444 database can be read.
+
+Only the race between workers creating a new database's tables is retried; a permanent error
+(unknown host, missing database, wrong password) fails at once.
+
 With ``heartbeat`` seconds, a database server's storage records a heartbeat per running trial
 (see :mod:`tilesearch.heartbeat`); a trial silent for ``GRACE_BEATS`` heartbeats is failed by any
-worker of the study and re-queued for another worker (Optuna's retry callback). A SQLite file
+worker of the study. It is not re-queued as a WAITING copy (Optuna's retry callback): the
+strategies fix most configurations themselves and would never pop such a copy, which would stay
+in the study for good; the failed trial's configuration is free again and any worker proposes
+it anew. A SQLite file
 serves one host, where the PID check of ``TuningDatabase.fail_stale`` finds dead workers
 exactly; heartbeats there would only add false alarms, as a heartbeat can wait seconds for the
 file's write lock while other workers read.
@@ -25,6 +35,7 @@ file's write lock while other workers read.
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 import time
 import warnings
@@ -33,35 +44,46 @@ from typing import Any
 import optuna
 
 GRACE_BEATS = 6
-MAX_RETRY = 2
+_RACES = ("already exists", "duplicate key", "unique constraint", "database is locked")
 
 
-def rdb_storage(url: str, heartbeat: int | None = None) -> optuna.storages.RDBStorage:
+def rdb_storage(url: str, heartbeat: int | None = None, *, read_only: bool = False) -> optuna.storages.RDBStorage:
     """An ``RDBStorage`` for ``url`` (``sqlite:///...``, ``postgresql://...``, ``mysql://...``)."""
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": 120}}
         heartbeat = None
+        if read_only:
+            url = _read_only_sqlite(url.split("///", 1)[1])
     url = _postgres_driver(url)
     with warnings.catch_warnings():  # heartbeats and the retry callback are marked experimental
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if heartbeat:
-            kwargs.update(
-                heartbeat_interval=int(heartbeat),
-                grace_period=GRACE_BEATS * int(heartbeat),
-                heartbeat_stale_trial_callback=_retry(max_retry=MAX_RETRY),
-            )
+            kwargs.update(heartbeat_interval=int(heartbeat), grace_period=GRACE_BEATS * int(heartbeat))
         for attempt in range(5):
             try:
-                storage = optuna.storages.RDBStorage(url, **kwargs)
+                storage = optuna.storages.RDBStorage(url, skip_table_creation=read_only, **kwargs)
                 break
-            except Exception:  # noqa: BLE001 - workers that open a new database together race to create its tables
-                if attempt == 4:
+            except Exception as exc:  # noqa: BLE001 - workers that open a new database together race to create its tables
+                if attempt == 4 or read_only or not any(race in str(exc).lower() for race in _RACES):
                     raise
                 time.sleep(0.2 + random.random())
-    if storage.engine.name == "sqlite":
+    if storage.engine.name == "sqlite" and not read_only:
         _serialize_sqlite(storage.engine)
     return storage
+
+
+def _read_only_sqlite(path: str) -> str:
+    """A URL that reads ``path`` and creates nothing beside it.
+
+    A ``mode=ro`` connection to a WAL database creates ``-wal`` and ``-shm`` files when they are
+    missing, and cannot remove them when it closes. They are missing only while no connection is
+    open (the last one to close removes them), so then the file is opened ``immutable``, which
+    takes no locks and creates nothing; a writer that starts meanwhile writes to its own new
+    ``-wal``, not to the file being read, until it checkpoints. When they exist, a writer may be
+    at work, and ``mode=ro`` reads through its log with the usual locks."""
+    flag = "mode=ro" if os.path.exists(f"{path}-wal") else "immutable=1"
+    return f"sqlite:///file:{path}?{flag}&uri=true"
 
 
 def _postgres_driver(url: str) -> str:
@@ -88,7 +110,3 @@ def _serialize_sqlite(engine: Any) -> None:
 
     engine.dispose()  # connections opened before the listeners existed
 
-
-def _retry(max_retry: int) -> Any:
-    retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)  # Optuna >= 4.9
-    return (retry or optuna.storages.RetryFailedTrialCallback)(max_retry=max_retry)

@@ -18,10 +18,11 @@ from typing import Any
 
 import optuna
 
-from tilesearch import provenance, registry, versions
+from tilesearch import provenance, registry, shutdown, versions
 from tilesearch.builder import Builder, LocalBuilder, NullBuilder
 from tilesearch.claim import Claims, Verdict
-from tilesearch.database import TrialRecord, TuningDatabase, find_studies, study_name
+from tilesearch.database import TrialRecord, TuningDatabase, check_study_name, find_studies, study_name
+from tilesearch.errors import TilesearchError
 from tilesearch.heartbeat import Heartbeat
 from tilesearch.op import Operator, Problem
 from tilesearch.progress import Progress
@@ -83,9 +84,36 @@ class TuneSettings:
     heartbeat: int = 10
     retime: int = 5
 
+    def __post_init__(self) -> None:
+        reason = _why_bad(self)
+        if reason:
+            raise SettingsError(reason)
+
     @classmethod
     def keys(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
+
+
+class SettingsError(TilesearchError, ValueError):
+    """A :class:`TuneSettings` value that cannot work (``run_timeout=0``, ``study=""``...)."""
+
+
+def _why_bad(s: TuneSettings) -> str | None:
+    """Why settings ``s`` cannot work, or ``None``; the command line prints this as its one line."""
+    if s.trials < 1:
+        return f"trials must be at least 1, got {s.trials}"
+    for name in ("build_timeout", "run_timeout"):
+        value = getattr(s, name)
+        if not 0 < value < float("inf"):  # also false for nan
+            return f"{name} must be > 0 and finite, got {value}"
+    for name in ("build_workers", "device", "heartbeat"):
+        if getattr(s, name) < 0:
+            return f"{name} must not be negative, got {getattr(s, name)}"
+    if s.storage is not None and not s.storage.strip():
+        return "storage= is empty; give a storage URL or leave storage out for the default"
+    if s.study is not None:
+        return check_study_name(s.study)
+    return None
 
 
 @dataclass
@@ -184,7 +212,7 @@ def tune(
     finally:
         builder.close()
         runner.close()
-    return TuneResult(
+    result = TuneResult(
         study=db.name,
         storage=settings.storage,
         target=target,
@@ -200,6 +228,8 @@ def tune(
         final=final,
         notes=notes,
     )
+    db.close()
+    return result
 
 
 def open_study(operator: Operator, problem: Problem, target: Target, runner: Runner, *, storage: str | None,
@@ -285,6 +315,7 @@ class _Loop:
         with self.progress, self.heartbeat:
             try:
                 while True:
+                    shutdown.check()  # a signal whose exception a finalizer swallowed still stops the run
                     exhausted = self._fill()
                     if not self.pending:
                         if self._others_in_flight():
@@ -320,7 +351,11 @@ class _Loop:
         return False
 
     def _launch(self, proposal: Any) -> None:
-        trial = proposal.trial or self.db.ask(self.space.distributions(), self.space.to_params(proposal.config))
+        trial = proposal.trial
+        if trial is None and self._taken(proposal.config) is not None:
+            self.idle += 1  # a repeat seen before opening a trial costs the study nothing
+            return
+        trial = trial or self.db.ask(self.space.distributions(), self.space.to_params(proposal.config))
         config = self.space.from_params(trial.params)
         candidate = Candidate(self.problem.op, self.problem.to_dict(), config, self.target, self.op_ref)
         reason = self.space.why_invalid(config)
@@ -329,24 +364,18 @@ class _Loop:
             self._count(Status.INVALID.value)
             self.idle += 1
             return
-        prior = self.db.finished().get(candidate.key)
-        running = self.db.in_flight().get(candidate.key)
-        if prior is not None:
-            self.db.record_duplicate(trial, candidate, prior)
-        elif running is not None and running != trial.number:
-            self.db.record_invalid(trial, candidate, f"same configuration as trial {running}, in flight", running)
-        if prior is not None or (running is not None and running != trial.number):
+        taken = self._taken(config, trial.number)
+        if taken is not None:
+            self.db.record_skipped(trial, candidate, f"same configuration as trial {taken}", taken)
             self.idle += 1
             return
         self.db.claim(trial, candidate)
         claim = self.claims.claim(trial.number, candidate.key, budget=self.trials)
         if claim.verdict == Verdict.FULL:
-            self.db.record_invalid(trial, candidate, f"budget: the study's {self.trials} trials are taken by other workers")
-        elif claim.verdict == Verdict.DONE:
-            self.db.record_duplicate(trial, candidate, claim.holder)
-        elif claim.verdict == Verdict.BUSY:
+            self.db.record_skipped(trial, candidate, f"budget: the study's {self.trials} trials are taken by other workers")
+        elif claim.verdict in (Verdict.DONE, Verdict.BUSY):
             n = claim.holder.number
-            self.db.record_invalid(trial, candidate, f"same configuration as trial {n}, in flight", n)
+            self.db.record_skipped(trial, candidate, f"same configuration as trial {n}, measured or in flight", n)
         if claim.verdict != Verdict.OWNED:
             self.idle += 1
             return
@@ -371,6 +400,15 @@ class _Loop:
         )
         self._count(status)
         self.progress.update(status, run)
+
+    def _taken(self, config: Any, number: int | None = None) -> int | None:
+        """The trial that measured ``config`` or measures it now (not trial ``number``), if any."""
+        key = Candidate(self.problem.op, self.problem.to_dict(), config, self.target, self.op_ref).key
+        prior = self.db.finished().get(key)
+        if prior is not None:
+            return prior.number
+        running = self.db.in_flight().get(key)
+        return running if running is not None and running != number else None
 
     def _check_stale(self) -> None:
         """Every ``heartbeat`` seconds, frees the trials of workers that died."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import multiprocessing as mp
 import os
+import signal
 import time
 import traceback
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ def _resolve(path: str) -> Any:
 
 
 def _serve(conn: Any, env: dict[str, str]) -> None:
+    # Ctrl-C reaches the whole process group; the parent stops its workers itself (tilesearch.shutdown),
+    # so a worker must not die of it mid-call, printing a traceback of its own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(env)
     while True:
         try:

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from tilesearch.errors import TilesearchError
+
 FORMAT = "tilesearch-kernel/2"
 READABLE = ("tilesearch-kernel/1", FORMAT)  # /1: one kernel, no launches or workspaces listed
 METADATA = "metadata.json"
@@ -31,7 +33,7 @@ SOURCE = "kernel.cu"
 MEMORY_LAYOUT = "row-major contiguous"
 
 
-class ArtifactError(RuntimeError):
+class ArtifactError(TilesearchError, RuntimeError):
     """An artifact that cannot be written or used."""
 
 
@@ -215,9 +217,18 @@ def read(directory: str | Path) -> Metadata:
     if not path.is_file():
         raise CorruptArtifactError(f"{directory} has no {METADATA}: not a tilesearch kernel artifact")
     try:
-        metadata = Metadata.from_dict(json.loads(path.read_text()))
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ArtifactError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise CorruptArtifactError(f"{path} is not JSON ({exc}); export the kernel again") from None
+    problem = _shape_problem(data)
+    if problem:
+        raise CorruptArtifactError(f"{path}: {problem}; export the kernel again")
+    try:
+        metadata = Metadata.from_dict(data)
     except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptArtifactError(f"{path} is unreadable: {exc}") from None
+        raise CorruptArtifactError(f"{path} is unreadable: {exc!r}; export the kernel again") from None
     if metadata.format not in READABLE:
         raise ArtifactError(f"{directory} has format {metadata.format!r}; this tilesearch reads {', '.join(READABLE)}")
     for launch in metadata.launch_list:
@@ -234,6 +245,27 @@ def read(directory: str | Path) -> Metadata:
     if content_hash(metadata) != metadata.content_hash:
         raise CorruptArtifactError(f"{path} was modified after export (content hash mismatch); export the kernel again")
     return metadata
+
+
+def _shape_problem(data: Any) -> str | None:
+    """What is wrong with the shape of a parsed ``metadata.json``, or ``None``."""
+    if not isinstance(data, dict):
+        return f"holds a JSON {type(data).__name__}, not an object"
+    files = data.get("files")
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        return '"files" must map file names to SHA-256 digests'
+    if any(Path(name).name != name or name in ("", ".", "..") for name in files):
+        return '"files" may name only files inside the artifact'
+    for name in ("inputs", "outputs"):
+        if not isinstance(data.get(name), list) or not all(isinstance(t, dict) for t in data[name]):
+            return f'"{name}" must be a list of tensor objects'
+    for name in ("op", "arch", "entry", "content_hash"):
+        if not isinstance(data.get(name), str):
+            return f'"{name}" must be text'
+    for name in ("params", "config"):
+        if not isinstance(data.get(name), dict):
+            return f'"{name}" must be an object'
+    return None
 
 
 def capability(arch: str) -> tuple[int, int]:

@@ -21,7 +21,15 @@ from typing import Any
 
 from tilesearch import registry, versions
 from tilesearch.composite import Composite, Launch, shape_to_json
-from tilesearch.database import TrialRecord, TuningDatabase, find_studies, open_storage, storage_url
+from tilesearch.database import (
+    MissingStorageError,
+    TrialRecord,
+    TuningDatabase,
+    check_study_name,
+    find_studies,
+    open_storage,
+    storage_url,
+)
 from tilesearch.deploy.artifact import (
     LIBRARY,
     METADATA,
@@ -75,18 +83,24 @@ def best_trial(
     if arch is not None:
         capability(arch)  # a bad name fails here, before any lookup
     where = storage_url(storage)
+    if study is not None and (reason := check_study_name(study)):
+        raise NoTrialError(reason)  # the claims side study holds tickets, not measurements
+    try:
+        opened = open_storage(storage, read_only=True)  # export reads the study and writes nothing to it
+    except MissingStorageError as exc:
+        raise NoTrialError(f"no study for {op.name} {problem.key} in {where} ({exc})") from None
     if study is not None:
-        if study not in optuna.study.get_all_study_names(open_storage(storage)):
+        if study not in optuna.study.get_all_study_names(opened):
             raise NoTrialError(f"no study named {study!r} in {where}")
         names = [study]
     else:
-        names = find_studies(storage, op.name, problem)
+        names = find_studies(opened, op.name, problem)
     if not names:
         raise NoTrialError(f"no study for {op.name} {problem.key} in {where}; run tilesearch tune first")
     found: list[Choice] = []
     other_archs: list[str] = []
     for name in names:
-        db = TuningDatabase(storage, name)
+        db = TuningDatabase(opened, name, read_only=True)
         attrs = dict(db.study.user_attrs)
         if study is not None and (attrs.get("op"), attrs.get("problem")) != (op.name, problem.key):
             raise NoTrialError(f"study {name!r} is for {attrs.get('op')} {attrs.get('problem')}, not {op.name} {problem.key}")

@@ -5,9 +5,9 @@ The operator computes them (:meth:`~tilesearch.op.Operator.hints`, with the kind
 ``hint_kinds``): GEMM offers ``carver``, TileLang's Carver (``tilelang.carver``, ROLLER-style tile
 analysis) recommending block shapes and a reduction step for a matmul on the target. Carver
 needs no GPU here: :func:`carver_device` describes the device it models from the
-:class:`~tilesearch.target.Target`. Optuna-sampled strategies receive the hints through
-``enqueue_trial`` (the tuner opens every fixed proposal that way), so TPE and GP learn from them
-like from their own trials.
+:class:`~tilesearch.target.Target`. Optuna-sampled strategies receive the hints as
+trials: the tuner opens every fixed proposal as a trial with those parameters (see
+``TuningDatabase.ask``), so TPE and GP learn from them like from their own trials.
 """
 
 from __future__ import annotations

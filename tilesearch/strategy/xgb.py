@@ -42,7 +42,8 @@ from tilesearch.strategy.base import Proposal, SearchContext, Strategy
 from tilesearch.strategy.enumerated import candidate_key
 from tilesearch.target import Target
 
-_NOT_MEASURED = {Status.INVALID.value, Status.INTERRUPTED.value, Status.NOT_RECORDED.value, "running", "unknown"}
+_NOT_MEASURED = {Status.INVALID.value, Status.INTERRUPTED.value, Status.NOT_RECORDED.value, Status.SKIPPED.value,
+                 "running", "waiting", "unknown"}
 MODEL_ATTR = "xgb_model"
 PROBE_DRAWS = 1024  # draws from which the share of valid ones estimates a large space's valid configurations
 

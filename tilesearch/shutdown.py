@@ -1,0 +1,68 @@
+"""One shutdown path for SIGINT and SIGTERM.
+
+Python turns SIGINT into a ``KeyboardInterrupt`` raised wherever the main thread happens to be.
+Raised inside a finalizer (a ``WeakKeyDictionary`` callback, a ``__del__``) it is printed as
+"Exception ignored" and swallowed, and the run would go on and exit 0. So the handler here also
+*remembers* the signal: :func:`check` raises it again at the tuning loop's next step, and
+:func:`exit_code` makes the process exit ``128 + signal`` (130, 143) whatever happened to the
+exception. Only the first signal raises; later ones are remembered but do not interrupt the
+cleanup that the first one started (marking the trials in flight as interrupted), which keeps
+the study resumable. SIGKILL remains the way to stop a stuck cleanup; the next run clears what
+it leaves (see ``TuningDatabase.fail_stale``).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_received: list[int] = []
+
+
+class Interrupted(KeyboardInterrupt):
+    """The process got SIGINT or SIGTERM; ``signum`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def install() -> None:
+    """Routes SIGINT and SIGTERM of this (main) thread through :func:`_handle`. A SIGINT that the
+    parent set to be ignored (a shell's background job, ``nohup``) stays ignored, as Python does.
+    An :class:`Interrupted` swallowed in a finalizer is not printed as "Exception ignored": it
+    is remembered, and :func:`check` raises it again."""
+    for signum in SIGNALS:
+        if signum == signal.SIGINT and signal.getsignal(signum) is signal.SIG_IGN:
+            continue
+        signal.signal(signum, _handle)
+    sys.unraisablehook = _quiet_when_interrupted
+
+
+def _quiet_when_interrupted(unraisable: Any) -> None:
+    if not isinstance(unraisable.exc_value, Interrupted):
+        sys.__unraisablehook__(unraisable)
+
+
+def _handle(signum: int, frame: object) -> None:
+    _received.append(signum)
+    if len(_received) == 1:
+        raise Interrupted(signum)
+
+
+def received() -> int | None:
+    """The first signal received, if any."""
+    return _received[0] if _received else None
+
+
+def check() -> None:
+    """Raises :class:`Interrupted` if a signal arrived, even one whose exception was swallowed."""
+    if _received:
+        raise Interrupted(_received[0])
+
+
+def exit_code(signum: int | None = None) -> int:
+    """``128 + signal``: 130 for SIGINT, 143 for SIGTERM (the shell's convention)."""
+    return 128 + (signum or received() or signal.SIGINT)

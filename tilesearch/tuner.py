@@ -36,6 +36,10 @@ from tilesearch.strategy.hints import Hinted
 from tilesearch.target import Target
 
 MAX_IDLE_PROPOSALS = 64  # proposals in a row that launch nothing before falling back to random
+# A sampler's repeat of a measured configuration costs a trial (it was opened to sample it), so
+# after this many in a row one proposal comes from the random fallback, which picks an untaken
+# configuration before opening a trial: a nearly exhausted space gave thousands of skipped trials.
+SAMPLER_REPEATS = 2
 
 
 @dataclass(frozen=True)
@@ -302,6 +306,7 @@ class _Loop:
         self.wall_s = 0.0
         self.statuses: dict[str, int] = {}
         self.idle = 0
+        self.repeats = 0
         self.progress = Progress(self.budget, f"{problem.op} {problem.key}", settings.progress, runner.replayed)
 
     def run(self) -> None:
@@ -339,7 +344,8 @@ class _Loop:
             if room <= 0:
                 return False
             want = min(self.depth - len(self.pending), self.budget - self.launched, room)
-            source = self.fallback if self.idle >= MAX_IDLE_PROPOSALS else self.search
+            stuck = self.idle >= MAX_IDLE_PROPOSALS or self.repeats >= SAMPLER_REPEATS
+            source = self.fallback if stuck else self.search
             proposals = source.propose(self.context, want)
             if not proposals:
                 return True
@@ -368,6 +374,7 @@ class _Loop:
         if taken is not None:
             self.db.record_skipped(trial, candidate, f"same configuration as trial {taken}", taken)
             self.idle += 1
+            self.repeats += 1
             return
         self.db.claim(trial, candidate)
         claim = self.claims.claim(trial.number, candidate.key, budget=self.trials)
@@ -379,7 +386,7 @@ class _Loop:
         if claim.verdict != Verdict.OWNED:
             self.idle += 1
             return
-        self.idle = 0
+        self.idle = self.repeats = 0
         self.heartbeat.watch(trial._trial_id)
         self.pending[self.builder.submit(candidate)] = trial
         self.launched += 1

@@ -1,0 +1,107 @@
+"""The experiment runner end to end on the CPU: tune, re-time with a peer in one worker, write."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tilesearch.experiment import Experiment, ExperimentError, Peer, main, run
+from tilesearch.experiment.cli import configure
+from tilesearch.experiment.output import load
+from tilesearch.experiment.peers import resolve
+from tilesearch.testing.cpu import CpuRunner
+from tilesearch.testing.faulty import FAULTY_CPU_OP
+from tilesearch.testing.synthetic import synthetic_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD = Peer("doubling", "tilesearch.testing.cpu:doubling_peer")
+WRONG = Peer("off by half", "tilesearch.testing.cpu:doubling_peer", {"offset": 1.5})
+MISSING = Peer("no such library", "tilesearch_no_such_module:peer")
+
+
+def test_runner_tunes_retimes_ours_and_peers_together_and_writes_table_json_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    experiment = Experiment(
+        name="cpu", op=FAULTY_CPU_OP, problems=({"n": 1 << 14},), strategies=("grid", "random"), trials=2,
+        knobs={"fault": ("none",), "block": (256, 512), "threads": (128,)}, peers=(GOOD, WRONG, MISSING),
+        top=2, runner=lambda problem: CpuRunner(timeout=60), out=str(tmp_path), title="CPU test")
+    result = run(experiment)
+    printed = capsys.readouterr().out
+    assert printed.strip().endswith(result_table_tail(result)), "the table is printed last"
+    (prob,) = result["problems"]
+    assert [(s["strategy"], s["trials"]) for s in prob["searches"]] == [("grid", 2), ("random", 2)]
+    retime = prob["retime"]
+    labels = [e["label"] for e in retime["entries"]]
+    assert len([e for e in retime["entries"] if e["kind"] == "tilesearch"]) == 2  # both searches found the same two
+    assert labels[-3:] == ["doubling", "off by half", "no such library"]
+    status = {e["label"]: e["result"]["status"] for e in retime["entries"]}
+    assert status["doubling"] == "ok" and status["off by half"] == "wrong_result"
+    assert status["no such library"] == "runtime_error"
+    # one worker, one set of interleaved rounds: every timed entry says how many were timed together
+    timed = [e["result"] for e in retime["entries"] if e["result"]["status"] == "ok"]
+    assert len(timed) == 3 and {r["extra"]["retimed_together"] for r in timed} == {3}
+    assert all(r["runs"] == 15 and r["latency_low"] <= r["latency_ms"] <= r["latency_high"] for r in timed)
+    assert retime["together"] and retime["ties"] and retime["ties"][0] == labels[0]
+    # the files: JSON that loads back, the table, the PNG, the log
+    assert load(tmp_path / "cpu.json") == json.loads(json.dumps(result, default=str))
+    assert "doubling" in (tmp_path / "cpu.txt").read_text()
+    assert (tmp_path / "cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "re-time 2 configurations and 3 peers together" in (tmp_path / "cpu.log").read_text()
+    # run again: the studies resume, nothing is measured twice
+    again = run(experiment)
+    assert [s["measured_now"] for s in again["problems"][0]["searches"]] == [0, 0]
+
+
+def result_table_tail(result):
+    from tilesearch.experiment.output import table
+
+    return table(result).strip()
+
+
+def test_replayed_experiment_says_so_and_its_peers_are_not_recorded(tmp_path):
+    data = synthetic_dataset(tmp_path / "tiny.jsonl.gz", {"m": 1024, "n": 1024, "k": 2048},
+                             {"block_m": (64, 128), "block_n": (64, 128), "block_k": (32,),
+                              "num_stages": (2, 3), "threads": (128, 256), "panel_size": (0,),
+                              "warp_policy": ("square",)})
+    experiment = Experiment(name="replay", op="gemm", problems=({"m": 1024, "n": 1024, "k": 2048},),
+                            strategies=("random",), trials=4, peers=("torch",), runner=f"replay:{data.path}",
+                            out=str(tmp_path))
+    result = run(experiment)
+    assert result["replayed"] and not result["problems"][0]["retime"]["together"]
+    assert result["problems"][0]["retime"]["entries"][-1]["result"]["status"] == "not_recorded"
+    assert "[replayed]" in (tmp_path / "replay.txt").read_text().splitlines()[0]
+
+
+def test_command_line_overrides_and_refusals(tmp_path, capsys):
+    base = Experiment(name="x", op="gemm", problems=({"m": 64, "n": 64, "k": 64},))
+    changed = configure(base, ["trials=8", "strategies=tpe,xgb", "seeds=0,1", "peers=torch", "out=o"])
+    assert (changed.trials, changed.strategies, changed.seeds, changed.peers, changed.out) == \
+        (8, ("tpe", "xgb"), (0, 1), ("torch",), "o")
+    for bad in (["trials"], ["tirals=3"], ["trials=many"], ["peers=nobody"]):
+        assert main(base, bad) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert main(base, [f"replot={tmp_path / 'none.json'}"]) == 2
+    assert not list(tmp_path.iterdir()), "a refused command writes nothing"
+    with pytest.raises(ExperimentError, match="unknown peer"):
+        resolve("nobody")
+
+
+SCRIPTS = sorted((ROOT / "experiments").glob("*.py")) + [ROOT / "plugins/grouped_gemm/tune_moe.py"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_every_experiment_is_a_short_config_script_on_the_shared_runner(script):
+    text = script.read_text()
+    assert len(text.splitlines()) <= 120, f"{script.name}: {len(text.splitlines())} lines; move logic into the package"
+    assert re.search(r"^from tilesearch\.experiment import|^import tilesearch\.experiment", text, re.M), \
+        f"{script.name} does not use the shared runner (tilesearch.experiment)"
+
+
+def test_scripts_import_without_a_gpu():
+    for script in SCRIPTS:
+        done = subprocess.run([sys.executable, "-c", f"import runpy; runpy.run_path({str(script)!r})"],
+                              capture_output=True, text=True, cwd=ROOT)
+        assert "ModuleNotFoundError" not in done.stderr, (script.name, done.stderr[-500:])

@@ -1,0 +1,74 @@
+"""What an experiment declares: problems, strategies, trials, seeds, peers, and where it writes.
+
+An experiment script is this one record and a call to :func:`tilesearch.experiment.run`; what
+every study does (tune, re-time the top beside the baseline and the peers, write the table, JSON
+and PNG) lives once, in the runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilesearch.runner import Runner
+from tilesearch.runner.peer import Peer
+
+
+class ExperimentError(ValueError):
+    """An experiment that cannot run as declared (an unknown peer, a bad override)."""
+
+
+RunnerSpec = str | Callable[[dict[str, Any]], "str | Runner"]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One study.
+
+    Attributes:
+        name: names the output files (``<out>/<name>.json``, ``.txt``, ``.png``, ``.log``)
+            and the studies in its storage.
+        op: the operator (registered name).
+        problems: problem parameters, one dict per problem.
+        strategies: strategy names; each problem is tuned with each, with each seed.
+        trials: trials per search.
+        seeds: seeds per strategy.
+        peers: names in :data:`tilesearch.experiment.peers.PEERS` or :class:`Peer` records,
+            timed beside the top configurations in the final re-time.
+        top: configurations of each search re-timed together at the end.
+        knobs: a sub-space to search (``{knob: values}``, :func:`tilesearch.dataset.sweep`);
+            ``None`` searches the op's whole space.
+        runner: ``local``, ``replay:PATH``, or a function of the problem returning either or a
+            :class:`~tilesearch.runner.Runner` (a fresh one per call: the re-time needs one).
+        settings: other :class:`~tilesearch.tuner.TuneSettings` of every search
+            (``build_workers``, ``baseline``...).
+        out: output directory.
+        title: the plot's and table's heading.
+    """
+
+    name: str
+    op: str
+    problems: tuple[dict[str, Any], ...]
+    strategies: tuple[str, ...] = ("tpe",)
+    trials: int = 64
+    seeds: tuple[int, ...] = (0,)
+    peers: tuple[str | Peer, ...] = ()
+    top: int = 3
+    knobs: dict[str, tuple[Any, ...]] | None = None
+    runner: RunnerSpec = "local"
+    settings: dict[str, Any] = field(default_factory=dict)
+    out: str = "out"
+    title: str = ""
+
+    def runner_for(self, problem: dict[str, Any]) -> str | Runner:
+        return self.runner(problem) if callable(self.runner) else self.runner
+
+    def to_dict(self) -> dict[str, Any]:
+        """The declaration as plain data, written into the JSON beside the results."""
+        return {"name": self.name, "op": self.op, "problems": [dict(p) for p in self.problems],
+                "strategies": list(self.strategies), "trials": self.trials, "seeds": list(self.seeds),
+                "peers": [p if isinstance(p, str) else p.name for p in self.peers], "top": self.top,
+                "knobs": {k: list(v) for k, v in self.knobs.items()} if self.knobs else None,
+                "runner": self.runner if isinstance(self.runner, str) else "per problem",
+                "settings": dict(self.settings), "title": self.title}

@@ -1,0 +1,126 @@
+"""The experiment runner: what every study does, once.
+
+For each problem: tune it with each strategy and seed (:func:`tilesearch.tune`, its own study in
+the experiment's storage, so a killed run resumes), then re-time the top configurations of every
+search together with the peers and the baseline in one call of the runner's re-time
+(:meth:`~tilesearch.runner.Runner.retime`: one fresh worker, interleaved rounds, intervals) and
+rank them (:func:`tilesearch.runner.retime.select`: best and tie set). Searches are compared by
+the re-time, never by figures taken minutes apart. :mod:`tilesearch.experiment.output` writes
+the results.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tilesearch import dataset, registry
+from tilesearch.experiment import output
+from tilesearch.experiment.config import Experiment
+from tilesearch.experiment.peers import resolve
+from tilesearch.records import Candidate, Retimed, Status
+from tilesearch.runner import create as create_runner
+from tilesearch.runner.retime import select
+from tilesearch.space import digest
+from tilesearch.tuner import tune
+
+log = logging.getLogger("tilesearch.experiment")
+
+
+@dataclass(frozen=True)
+class Search:
+    """One search of one problem: strategy, seed, and what it found (the search's own figures)."""
+
+    strategy: str
+    seed: int
+    trials: int
+    measured_now: int
+    wall_s: float
+    best_ms: float | None
+    best_config: dict[str, Any] | None
+    statuses: dict[str, int]
+    study: str
+
+
+def run(experiment: Experiment, *, out: str | Path | None = None) -> dict[str, Any]:
+    """Runs ``experiment`` and writes ``<out>/<name>.{json,txt,png,log}``; returns the JSON dict
+    (``out`` overrides ``experiment.out``). The table is printed last."""
+    out = Path(out or experiment.out)
+    out.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(out / f"{experiment.name}.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        peers = [resolve(p) for p in experiment.peers]
+        storage = f"sqlite:///{out / (experiment.name + '.db')}"
+        problems = [_problem(experiment, p, storage, peers) for p in experiment.problems]
+        result = {"experiment": experiment.to_dict(), "problems": problems,
+                  "replayed": any(p["replayed"] for p in problems)}
+        output.write(result, out, experiment.name)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    print(output.table(result))
+    return result
+
+
+def _problem(experiment: Experiment, params: dict[str, Any], storage: str, peers: list[Any]) -> dict[str, Any]:
+    operator = registry.load(experiment.op)
+    problem = operator.problem(**params)
+    searches, tops, target, replayed = [], {}, None, False
+    for strategy in experiment.strategies:
+        for seed in experiment.seeds:
+            runner = experiment.runner_for(problem.to_dict())
+            space = None
+            if experiment.knobs:
+                from tilesearch.target import Target
+
+                space = dataset.sweep(operator.space(problem, Target.from_arch("sm_90a")), experiment.knobs)
+            log.info("tune %s %s strategy=%s seed=%d trials=%d", experiment.op, problem.key, strategy, seed,
+                     experiment.trials)
+            settings = {"progress": False, **experiment.settings, "retime": 0}
+            found = tune(experiment.op, problem, strategy=strategy, runner=runner, space=space,
+                         trials=experiment.trials, seed=seed, storage=storage,
+                         study=f"{experiment.name}:{problem.key}:{strategy}:{seed}", **settings)
+            target, replayed = found.target, replayed or found.replayed
+            best = found.best[0] if found.best else None
+            searches.append(Search(strategy, seed, experiment.trials, found.measured_now, found.wall_s,
+                                   best.latency_ms if best else None, dict(best.config) if best else None,
+                                   dict(found.statuses), found.study))
+            log.info("  %s", searches[-1])
+            for rank, record in enumerate(found.best[:experiment.top]):
+                label = f"{strategy}/{seed}#{rank + 1}"
+                tops.setdefault(digest(record.config), (label, dict(record.config)))
+    retime = _retime(experiment, problem, list(tops.values()), peers, target) if tops and target else None
+    return {"problem": problem.to_dict(), "key": problem.key, "flops": operator.flops(problem),
+            "searches": [asdict(s) for s in searches], "retime": retime,
+            "replayed": replayed or bool(retime and retime["replayed"])}
+
+
+def _retime(experiment: Experiment, problem: Any, tops: list[tuple[str, dict[str, Any]]], peers: list[Any],
+            target: Any) -> dict[str, Any]:
+    """The top configurations of every search and the peers, timed together in one call."""
+    runner = create_runner(experiment.runner_for(problem.to_dict()))
+    start = time.perf_counter()
+    try:
+        runner.start()  # the search's target (its arch override kept), measured on this runner
+        candidates = [Candidate(problem.op, problem.to_dict(), config, target, experiment.op) for _, config in tops]
+        log.info("re-time %d configurations and %d peers together", len(candidates), len(peers))
+        results = runner.retime(candidates, peers)
+    finally:
+        runner.close()
+    ours, theirs = results[:len(candidates)], results[len(candidates):]
+    final = select([Retimed(i, config, r) for i, ((_, config), r) in enumerate(zip(tops, ours))],
+                   together=bool(ours) and all("retimed_together" in r.extra for r in ours if r.status == Status.OK),
+                   replayed=runner.replayed)
+    entries = [{"label": tops[e.trial][0], "kind": "tilesearch", "config": e.config, "result": e.result.to_dict()}
+               for e in final.entries]
+    entries += [{"label": p.name, "kind": "peer", "config": None, "result": r.to_dict()} for p, r in zip(peers, theirs)]
+    for entry in entries:
+        log.info("  %s %s", entry["label"], entry["result"])
+    return {"entries": entries, "ties": [tops[t][0] for t in final.ties], "basis": final.basis,
+            "together": final.together, "replayed": final.replayed, "wall_s": time.perf_counter() - start}

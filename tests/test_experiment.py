@@ -77,10 +77,14 @@ def test_replayed_experiment_says_so_and_its_peers_are_not_recorded(tmp_path):
 
 def test_command_line_overrides_and_refusals(tmp_path, capsys):
     base = Experiment(name="x", op="gemm", problems=({"m": 64, "n": 64, "k": 64},))
-    changed = configure(base, ["trials=8", "strategies=tpe,xgb", "seeds=0,1", "peers=torch", "out=o"])
+    changed = configure(base, ["--trials", "8", "strategies=tpe,xgb", "seeds=0,1", "peers=torch", "--out=o",
+                               "dtype=bfloat16"])
     assert (changed.trials, changed.strategies, changed.seeds, changed.peers, changed.out) == \
         (8, ("tpe", "xgb"), (0, 1), ("torch",), "o")
-    for bad in (["trials"], ["tirals=3"], ["trials=many"], ["peers=nobody"]):
+    assert changed.problems[0]["dtype"] == "bfloat16"  # any other key is a problem parameter
+    named = {"a": {"m": 1, "n": 1, "k": 1}, "b": {"m": 2, "n": 2, "k": 2}}
+    assert configure(base, ["shapes=b"], named, "shapes").problems == (named["b"],)
+    for bad in (["trials"], ["tirals=3"], ["trials=many"], ["peers=nobody"], ["--trials"]):
         assert main(base, bad) == 2
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert main(base, [f"replot={tmp_path / 'none.json'}"]) == 2

@@ -2,7 +2,9 @@
 
 The keys are :class:`~tilesearch.experiment.Experiment` fields (``trials=8``,
 ``strategies=tpe,xgb``, ``seeds=0,1``, ``peers=torch,triton``, ``top=5``, ``out=DIR``,
-``runner=replay:FILE``), the same words as ``tilesearch tune``; ``replot=FILE`` draws the
+``runner=replay:FILE``), the same words as ``tilesearch tune``; ``--trials 8`` is the same as
+``trials=8``. Any other key is a problem parameter set on every problem (``dtype=float16``),
+and a script with named problems picks some with ``problems=a,b``. ``replot=FILE`` draws the
 plot and table of a recorded run without measuring anything. Bad input exits with code 2 and
 one line.
 """
@@ -11,7 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import fields, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,48 +23,90 @@ from tilesearch.experiment.config import Experiment, ExperimentError
 from tilesearch.experiment.run import run
 
 _LISTS = {"strategies": str, "seeds": int, "peers": str}
-_SCALARS = {"trials": int, "top": int, "out": str, "runner": str, "title": str}
+_SCALARS = {"trials": int, "top": int, "repeats": int, "budget_s": float, "out": str, "runner": str, "title": str}
 
 
-def configure(experiment: Experiment, argv: list[str]) -> Experiment:
-    """``experiment`` with the ``key=value`` overrides of ``argv``."""
+def pairs(argv: list[str]) -> list[tuple[str, str]]:
+    """``key=value``, ``--key value`` and ``--key=value`` as ``(key, value)`` pairs (``-`` in a
+    key read as ``_``)."""
+    out, args = [], list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg.startswith("--"):
+            key, eq, value = arg[2:].partition("=")
+            if not eq:
+                if not args:
+                    raise ExperimentError(f"{arg} needs a value")
+                value = args.pop(0)
+        else:
+            key, eq, value = arg.partition("=")
+            if not eq:
+                raise ExperimentError(f"{arg!r} is not key=value; keys: {', '.join([*_LISTS, *_SCALARS])}")
+        out.append((key.replace("-", "_"), value))
+    return out
+
+
+def configure(experiment: Experiment, argv: list[str], catalog: dict[str, dict[str, Any]] | None = None,
+              pick: str = "problems") -> Experiment:
+    """``experiment`` with the command line's overrides (see the module docstring)."""
     changes: dict[str, Any] = {}
-    for arg in argv:
-        key, eq, value = arg.partition("=")
-        if not eq:
-            raise ExperimentError(f"{arg!r} is not key=value; keys: {', '.join([*_LISTS, *_SCALARS, 'replot'])}")
+    params: dict[str, Any] = {}
+    for key, value in pairs(argv):
         try:
             if key in _LISTS:
                 changes[key] = tuple(_LISTS[key](v) for v in value.split(",") if v)
             elif key in _SCALARS:
                 changes[key] = _SCALARS[key](value)
+            elif key == pick and catalog:
+                unknown = [v for v in value.split(",") if v not in catalog]
+                if unknown:
+                    raise ExperimentError(f"unknown problem {unknown[0]!r}; use some of {', '.join(catalog)}")
+                changes["problems"] = tuple(dict(catalog[v]) for v in value.split(","))
             else:
-                raise ExperimentError(f"unknown key {key!r}; keys: {', '.join([*_LISTS, *_SCALARS, 'replot'])}")
+                params[key] = value
         except ValueError as e:
             raise ExperimentError(f"{key}={value}: {e}") from None
-    assert {f.name for f in fields(Experiment)} >= set(changes)
-    return replace(experiment, **changes)
+    experiment = replace(experiment, **changes)
+    if params:
+        from tilesearch import registry
+
+        operator = registry.load(experiment.op)
+        try:
+            problems = tuple(operator.problem(**{**p, **params}).to_dict() for p in experiment.problems)
+        except Exception as e:  # noqa: BLE001 - the operator's own message says what is wrong
+            raise ExperimentError(f"{', '.join(params)}: {e} (keys: {', '.join([*_LISTS, *_SCALARS])} "
+                                  f"or parameters of {experiment.op})") from None
+        experiment = replace(experiment, problems=problems)
+    return experiment
 
 
-def main(experiment: Experiment, argv: list[str] | None = None) -> int:
+def main(experiment: Experiment, argv: list[str] | None = None, *,
+         catalog: dict[str, dict[str, Any]] | None = None, pick: str = "problems",
+         verdict: Callable[[dict[str, Any]], str] | None = None) -> int:
     """Runs ``experiment`` with the command line's overrides (``out`` defaults to ``$OUT``), or
-    redraws a recorded run (``replot=FILE``). Returns the exit code."""
+    redraws a recorded run (``replot=FILE``). ``catalog`` names problems that the key ``pick``
+    (``problems=a,b``) chooses from; ``verdict(result)`` (a script's reading of the JSON: does
+    the claim hold?) is printed under the table, and of a recorded run too. Returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    replot = [a.partition("=")[2] for a in argv if a.startswith("replot=")]
     try:
-        if replot:
-            result = output.load(replot[0])
-            output.plot(result, Path(replot[0]).with_suffix(".png"))
+        given = dict(pairs(argv))
+        if "replot" in given:
+            result = output.load(given["replot"])
+            output.plot(result, Path(given["replot"]).with_suffix(".png"))
             print(output.table(result))
+            if verdict:
+                print(verdict(result))
             return 0
-        if os.environ.get("OUT") and not any(a.startswith("out=") for a in argv):
+        if os.environ.get("OUT") and "out" not in given:
             argv.append(f"out={os.environ['OUT']}")
-        experiment = configure(experiment, argv)
+        experiment = configure(experiment, argv, catalog, pick)
         from tilesearch.experiment.peers import resolve
 
         [resolve(p) for p in experiment.peers]
     except ExperimentError as e:
         print(f"{Path(sys.argv[0]).name}: {e}", file=sys.stderr)
         return 2
-    run(experiment)
+    result = run(experiment)
+    if verdict:
+        print(verdict(result))
     return 0

@@ -34,6 +34,8 @@ class Experiment:
         strategies: strategy names; each problem is tuned with each, with each seed.
         trials: trials per search.
         seeds: seeds per strategy.
+        repeats: separate searches of each strategy and seed (their own studies), to see how
+            far a whole run reproduces.
         peers: names in :data:`tilesearch.experiment.peers.PEERS` or :class:`Peer` records,
             timed beside the top configurations in the final re-time.
         top: configurations of each search re-timed together at the end.
@@ -42,7 +44,10 @@ class Experiment:
         runner: ``local``, ``replay:PATH``, or a function of the problem returning either or a
             :class:`~tilesearch.runner.Runner` (a fresh one per call: the re-time needs one).
         settings: other :class:`~tilesearch.tuner.TuneSettings` of every search
-            (``build_workers``, ``baseline``...).
+            (``build_workers``, ``baseline``...); ``retime=N`` keeps each search's own final
+            re-time (its choice and interval are then reported per search).
+        budget_s: no search starts after this many seconds of the run (those left out are
+            listed in the JSON's ``skipped``); ``None``: no limit.
         out: output directory.
         title: the plot's and table's heading.
     """
@@ -53,11 +58,13 @@ class Experiment:
     strategies: tuple[str, ...] = ("tpe",)
     trials: int = 64
     seeds: tuple[int, ...] = (0,)
+    repeats: int = 1
     peers: tuple[str | Peer, ...] = ()
     top: int = 3
     knobs: dict[str, tuple[Any, ...]] | None = None
     runner: RunnerSpec = "local"
     settings: dict[str, Any] = field(default_factory=dict)
+    budget_s: float | None = None
     out: str = "out"
     title: str = ""
 
@@ -67,8 +74,8 @@ class Experiment:
     def to_dict(self) -> dict[str, Any]:
         """The declaration as plain data, written into the JSON beside the results."""
         return {"name": self.name, "op": self.op, "problems": [dict(p) for p in self.problems],
-                "strategies": list(self.strategies), "trials": self.trials, "seeds": list(self.seeds),
+                "strategies": list(self.strategies), "trials": self.trials, "seeds": list(self.seeds), "repeats": self.repeats,
                 "peers": [p if isinstance(p, str) else p.name for p in self.peers], "top": self.top,
                 "knobs": {k: list(v) for k, v in self.knobs.items()} if self.knobs else None,
                 "runner": self.runner if isinstance(self.runner, str) else "per problem",
-                "settings": dict(self.settings), "title": self.title}
+                "settings": dict(self.settings), "budget_s": self.budget_s, "title": self.title}

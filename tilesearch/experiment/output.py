@@ -49,10 +49,15 @@ def table(result: dict[str, Any]) -> str:
     lines = [title + (" [replayed]" if result.get("replayed") else "")]
     for prob in result["problems"]:
         lines.append(f"\n{result['experiment']['op']} {prob['key']}")
-        lines.append(f"  {'search':<16}{'trials':>7}{'new':>5}{'wall_s':>9}{'best_ms':>10}")
+        lines.append(f"  {'search':<16}{'trials':>7}{'new':>5}{'wall_s':>9}{'best_ms':>10}"
+                     f"{'final x base [95%]':>28}{'ties':>5}{'MHz':>6}")
         for s in prob["searches"]:
-            lines.append(f"  {s['strategy'] + '/' + str(s['seed']):<16}{s['trials']:>7}{s['measured_now']:>5}"
-                         f"{s['wall_s']:>9.1f}{_fmt(s['best_ms'], '.4f'):>10}")
+            f = s.get("final") or {}
+            final = (f"{f['speedup']:.3f} [{f['speedup_low']:.3f}, {f['speedup_high']:.3f}]"
+                     if f.get("speedup_low") is not None else "-")
+            lines.append(f"  {s.get('label', s['strategy']):<16}{s['trials']:>7}{s['measured_now']:>5}"
+                         f"{s['wall_s']:>9.1f}{_fmt(s['best_ms'], '.4f'):>10}{final:>28}"
+                         f"{_fmt(f.get('ties'), 'd'):>5}{_fmt(f.get('sm_clock_mhz'), '.0f'):>6}")
         retime = prob.get("retime")
         if not retime:
             continue

@@ -119,3 +119,15 @@ def tilelang_gemm(op: Any, problem: Any, inputs: Any, target: Any, configs: Any 
 
     tuned = kernel()
     return lambda: tuned(a, b)
+
+
+def pytorch_way(op: Any, problem: Any, inputs: Any, target: Any, fn: str = "") -> Any:
+    """Another PyTorch way of computing the op, ``fn(problem, inputs)`` named by import path (a
+    plugin's ``torch._grouped_mm`` wrapper, say); ``None`` from it means this torch lacks it."""
+    import importlib
+
+    module, _, name = fn.partition(":")
+    made = getattr(importlib.import_module(module), name)(problem, inputs)
+    if made is None:
+        raise ExperimentError(f"{fn} is not available with this torch or these inputs")
+    return made

@@ -36,6 +36,7 @@ class Search:
 
     strategy: str
     seed: int
+    repeat: int
     trials: int
     measured_now: int
     wall_s: float
@@ -43,6 +44,13 @@ class Search:
     best_config: dict[str, Any] | None
     statuses: dict[str, int]
     study: str
+    final: dict[str, Any] | None = None
+    """The search's own final re-time (``settings={"retime": N}``): the choice's figures, the
+    tie set, the clock."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.strategy}/{self.seed}" + (f"/r{self.repeat}" if self.repeat else "")
 
 
 def run(experiment: Experiment, *, out: str | Path | None = None) -> dict[str, Any]:
@@ -57,9 +65,10 @@ def run(experiment: Experiment, *, out: str | Path | None = None) -> dict[str, A
     try:
         peers = [resolve(p) for p in experiment.peers]
         storage = f"sqlite:///{out / (experiment.name + '.db')}"
-        problems = [_problem(experiment, p, storage, peers) for p in experiment.problems]
-        result = {"experiment": experiment.to_dict(), "problems": problems,
-                  "replayed": any(p["replayed"] for p in problems)}
+        clock = _Budget(experiment.budget_s)
+        problems = [_problem(experiment, p, storage, peers, clock) for p in experiment.problems]
+        result = {"experiment": experiment.to_dict(), "problems": problems, "skipped": clock.skipped,
+                  "replayed": any(p["replayed"] for p in problems), "wall_s": clock.elapsed()}
         output.write(result, out, experiment.name)
     finally:
         log.removeHandler(handler)
@@ -68,37 +77,71 @@ def run(experiment: Experiment, *, out: str | Path | None = None) -> dict[str, A
     return result
 
 
-def _problem(experiment: Experiment, params: dict[str, Any], storage: str, peers: list[Any]) -> dict[str, Any]:
+class _Budget:
+    """The run's time budget: whether a search may still start; what was left out."""
+
+    def __init__(self, budget_s: float | None) -> None:
+        self.budget_s, self.start, self.skipped = budget_s, time.perf_counter(), []
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def allows(self, what: str) -> bool:
+        if self.budget_s is None or self.elapsed() <= self.budget_s:
+            return True
+        self.skipped.append(what)
+        log.info("budget of %.0f s spent: %s left out", self.budget_s, what)
+        return False
+
+
+def _problem(experiment: Experiment, params: dict[str, Any], storage: str, peers: list[Any],
+             clock: _Budget) -> dict[str, Any]:
     operator = registry.load(experiment.op)
     problem = operator.problem(**params)
     searches, tops, target, replayed = [], {}, None, False
     for strategy in experiment.strategies:
         for seed in experiment.seeds:
-            runner = experiment.runner_for(problem.to_dict())
-            space = None
-            if experiment.knobs:
-                from tilesearch.target import Target
-
-                space = dataset.sweep(operator.space(problem, Target.from_arch("sm_90a")), experiment.knobs)
-            log.info("tune %s %s strategy=%s seed=%d trials=%d", experiment.op, problem.key, strategy, seed,
-                     experiment.trials)
-            settings = {"progress": False, **experiment.settings, "retime": 0}
-            found = tune(experiment.op, problem, strategy=strategy, runner=runner, space=space,
-                         trials=experiment.trials, seed=seed, storage=storage,
-                         study=f"{experiment.name}:{problem.key}:{strategy}:{seed}", **settings)
-            target, replayed = found.target, replayed or found.replayed
-            best = found.best[0] if found.best else None
-            searches.append(Search(strategy, seed, experiment.trials, found.measured_now, found.wall_s,
-                                   best.latency_ms if best else None, dict(best.config) if best else None,
-                                   dict(found.statuses), found.study))
-            log.info("  %s", searches[-1])
-            for rank, record in enumerate(found.best[:experiment.top]):
-                label = f"{strategy}/{seed}#{rank + 1}"
-                tops.setdefault(digest(record.config), (label, dict(record.config)))
+            for repeat in range(experiment.repeats):
+                if not clock.allows(f"{problem.key} {strategy}/{seed}/r{repeat}"):
+                    continue
+                search, found = _search(experiment, operator, problem, storage, strategy, seed, repeat)
+                searches.append(search)
+                target, replayed = found.target, replayed or found.replayed
+                for rank, record in enumerate(found.best[:experiment.top]):
+                    tops.setdefault(digest(record.config), (f"{search.label}#{rank + 1}", dict(record.config)))
     retime = _retime(experiment, problem, list(tops.values()), peers, target) if tops and target else None
     return {"problem": problem.to_dict(), "key": problem.key, "flops": operator.flops(problem),
-            "searches": [asdict(s) for s in searches], "retime": retime,
+            "searches": [{**asdict(s), "label": s.label} for s in searches], "retime": retime,
             "replayed": replayed or bool(retime and retime["replayed"])}
+
+
+def _search(experiment: Experiment, operator: Any, problem: Any, storage: str, strategy: str, seed: int,
+            repeat: int) -> tuple[Search, Any]:
+    """One search (its own study, so a killed run resumes it) and its row."""
+    space = None
+    if experiment.knobs:
+        from tilesearch.target import Target
+
+        space = dataset.sweep(operator.space(problem, Target.from_arch("sm_90a")), experiment.knobs)
+    log.info("tune %s %s strategy=%s seed=%d repeat=%d trials=%d", experiment.op, problem.key, strategy, seed,
+             repeat, experiment.trials)
+    settings = {"progress": False, "retime": 0, **experiment.settings}
+    found = tune(experiment.op, problem, strategy=strategy, runner=experiment.runner_for(problem.to_dict()),
+                 space=space, trials=experiment.trials, seed=seed, storage=storage,
+                 study=f"{experiment.name}:{problem.key}:{strategy}:{seed}" + (f":{repeat}" if repeat else ""),
+                 **settings)
+    best = found.best[0] if found.best else None
+    final = None
+    if found.final is not None and found.final.chosen is not None:
+        chosen = found.final.chosen.result
+        final = {"config": found.final.chosen.config, "ties": len(found.final.ties), "basis": found.final.basis,
+                 **{k: getattr(chosen, k) for k in ("latency_ms", "speedup", "speedup_low", "speedup_high",
+                                                     "sm_clock_mhz", "power_w", "temp_c", "throttled")}}
+    search = Search(strategy, seed, repeat, experiment.trials, found.measured_now, found.wall_s,
+                    best.latency_ms if best else None, dict(best.config) if best else None, dict(found.statuses),
+                    found.study, final)
+    log.info("  %s", search)
+    return search, found
 
 
 def _retime(experiment: Experiment, problem: Any, tops: list[tuple[str, dict[str, Any]]], peers: list[Any],

@@ -46,14 +46,20 @@ def pairs(argv: list[str]) -> list[tuple[str, str]]:
     return out
 
 
+Option = Callable[[Experiment, str], Experiment]
+
+
 def configure(experiment: Experiment, argv: list[str], catalog: dict[str, dict[str, Any]] | None = None,
-              pick: str = "problems") -> Experiment:
-    """``experiment`` with the command line's overrides (see the module docstring)."""
+              pick: str = "problems", options: dict[str, Option] | None = None) -> Experiment:
+    """``experiment`` with the command line's overrides (see the module docstring); ``options``
+    are a script's own keys, each a function of the experiment and the value."""
     changes: dict[str, Any] = {}
     params: dict[str, Any] = {}
     for key, value in pairs(argv):
         try:
-            if key in _LISTS:
+            if options and key in options:
+                experiment = options[key](experiment, value)
+            elif key in _LISTS:
                 changes[key] = tuple(_LISTS[key](v) for v in value.split(",") if v)
             elif key in _SCALARS:
                 changes[key] = _SCALARS[key](value)
@@ -64,8 +70,10 @@ def configure(experiment: Experiment, argv: list[str], catalog: dict[str, dict[s
                 changes["problems"] = tuple(dict(catalog[v]) for v in value.split(","))
             else:
                 params[key] = value
-        except ValueError as e:
-            raise ExperimentError(f"{key}={value}: {e}") from None
+        except (ValueError, KeyError) as e:
+            if isinstance(e, ExperimentError):
+                raise
+            raise ExperimentError(f"{key}={value}: {type(e).__name__}: {e}") from None
     experiment = replace(experiment, **changes)
     if params:
         from tilesearch import registry
@@ -82,10 +90,11 @@ def configure(experiment: Experiment, argv: list[str], catalog: dict[str, dict[s
 
 def main(experiment: Experiment, argv: list[str] | None = None, *,
          catalog: dict[str, dict[str, Any]] | None = None, pick: str = "problems",
-         verdict: Callable[[dict[str, Any]], str] | None = None) -> int:
+         options: dict[str, Option] | None = None, verdict: Callable[[dict[str, Any]], str] | None = None) -> int:
     """Runs ``experiment`` with the command line's overrides (``out`` defaults to ``$OUT``), or
     redraws a recorded run (``replot=FILE``). ``catalog`` names problems that the key ``pick``
-    (``problems=a,b``) chooses from; ``verdict(result)`` (a script's reading of the JSON: does
+    (``problems=a,b``) chooses from; ``options`` are the script's own keys (see
+    :func:`configure`); ``verdict(result)`` (a script's reading of the JSON: does
     the claim hold?) is printed under the table, and of a recorded run too. Returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -99,7 +108,7 @@ def main(experiment: Experiment, argv: list[str] | None = None, *,
             return 0
         if os.environ.get("OUT") and "out" not in given:
             argv.append(f"out={os.environ['OUT']}")
-        experiment = configure(experiment, argv, catalog, pick)
+        experiment = configure(experiment, argv, catalog, pick, options)
         from tilesearch.experiment.peers import resolve
 
         [resolve(p) for p in experiment.peers]

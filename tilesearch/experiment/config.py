@@ -32,7 +32,7 @@ class Experiment:
         op: the operator (registered name).
         problems: problem parameters, one dict per problem.
         strategies: strategy names; each problem is tuned with each, with each seed.
-        trials: trials per search.
+        trials: trials per search, or per strategy (``{"grid": 32, "xgb": 8}``).
         seeds: seeds per strategy.
         repeats: separate searches of each strategy and seed (their own studies), to see how
             far a whole run reproduces.
@@ -56,7 +56,7 @@ class Experiment:
     op: str
     problems: tuple[dict[str, Any], ...]
     strategies: tuple[str, ...] = ("tpe",)
-    trials: int = 64
+    trials: int | dict[str, int] = 64
     seeds: tuple[int, ...] = (0,)
     repeats: int = 1
     peers: tuple[str | Peer, ...] = ()
@@ -68,13 +68,16 @@ class Experiment:
     out: str = "out"
     title: str = ""
 
+    def trials_of(self, strategy: str) -> int:
+        return self.trials if isinstance(self.trials, int) else self.trials[strategy]
+
     def runner_for(self, problem: dict[str, Any]) -> str | Runner:
         return self.runner(problem) if callable(self.runner) else self.runner
 
     def to_dict(self) -> dict[str, Any]:
         """The declaration as plain data, written into the JSON beside the results."""
         return {"name": self.name, "op": self.op, "problems": [dict(p) for p in self.problems],
-                "strategies": list(self.strategies), "trials": self.trials, "seeds": list(self.seeds), "repeats": self.repeats,
+                "strategies": list(self.strategies), "trials": self.trials if isinstance(self.trials, int) else dict(self.trials), "seeds": list(self.seeds), "repeats": self.repeats,
                 "peers": [p if isinstance(p, str) else p.name for p in self.peers], "top": self.top,
                 "knobs": {k: list(v) for k, v in self.knobs.items()} if self.knobs else None,
                 "runner": self.runner if isinstance(self.runner, str) else "per problem",

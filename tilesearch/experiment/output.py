@@ -22,14 +22,40 @@ def write(result: dict[str, Any], out: Path, name: str) -> None:
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    """A recorded ``<name>.json``; :class:`ExperimentError` says why a file is not one."""
+    """A recorded ``<name>.json`` (or a ``peers_gemm.json`` of the scripts before this runner,
+    read as one); :class:`ExperimentError` says why a file is not one."""
     try:
         result = json.loads(Path(path).read_text())
+        if isinstance(result, list):  # the first peers_gemm runs wrote their rows alone
+            result = {"tools": result}
+        if "tools" in result:
+            result = _peers_gemm_v0(result)
         result["problems"][0]["searches"]
     except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
         raise ExperimentError(f"{path} is not an experiment's JSON ({type(e).__name__}: {e}); "
                               "pass the file a run wrote") from None
     return result
+
+
+def _peers_gemm_v0(old: dict[str, Any]) -> dict[str, Any]:
+    """A ``peers_gemm.json`` written before the shared runner (``{"tools": rows, "retime":
+    {tool: {"ms", "rel_err"}}}``) as an experiment's result: the tools' own runs are its
+    searches, the re-time its entries (medians only: those runs kept no intervals)."""
+    rows, together = old["tools"], old.get("retime") or {}
+    flops = old.get("flops") or rows[0]["tflops"] * 1e12 * rows[0]["best_ms"] * 1e-3
+    searches = [{"strategy": r["tool"], "label": r["tool"], "seed": 0, "repeat": 0, "trials": r.get("trials", r["configs"]),
+                 "measured_now": r.get("trials", r["configs"]), "wall_s": r["wall_s"], "best_ms": r["best_ms"],
+                 "best_config": r.get("best_config"), "statuses": r.get("statuses", {}), "study": "", "final": None}
+                for r in rows]
+    base = together.get("torch.matmul", {}).get("ms")
+    entries = [{"label": name, "kind": "tilesearch" if name.startswith("tilesearch") else "peer", "config": None,
+                "result": {"status": "ok", "latency_ms": t["ms"], "rel_err": t.get("rel_err"),
+                           "tflops": flops / (t["ms"] * 1e-3) / 1e12, "speedup": base / t["ms"] if base else None}}
+               for name, t in together.items()]
+    retime = {"entries": entries, "ties": [], "basis": "none", "together": True, "replayed": False} if entries else None
+    return {"experiment": {"name": "peers_gemm", "op": "gemm", "title": old.get("title", "GEMM peers (recorded)")},
+            "problems": [{"key": "recorded run", "flops": flops, "searches": searches, "retime": retime,
+                          "replayed": False}], "replayed": False, "skipped": []}
 
 
 def _atomic(path: Path, text: str) -> None:
@@ -92,11 +118,15 @@ def plot(result: dict[str, Any], path: str | Path) -> bool:
         len(p["retime"]["entries"]) for p in panels)), squeeze=False)
     for ax, prob in zip(axes[0], panels):
         entries = [e for e in prob["retime"]["entries"] if e["result"].get("latency_ms")]
-        speed = [prob["flops"] / (e["result"]["latency_ms"] * 1e-3) / 1e12 for e in entries]
-        err = [[s - prob["flops"] / (e["result"].get("latency_high") or e["result"]["latency_ms"]) / 1e9 for s, e in
-                zip(speed, entries)],
-               [prob["flops"] / (e["result"].get("latency_low") or e["result"]["latency_ms"]) / 1e9 - s for s, e in
-                zip(speed, entries)]]
+
+        def tflops(ms: float, flops: float = prob["flops"]) -> float:
+            return flops / ms / 1e9
+
+        speed = [tflops(e["result"]["latency_ms"]) for e in entries]
+        err = [[max(0.0, s - tflops(e["result"].get("latency_high") or e["result"]["latency_ms"]))
+                for s, e in zip(speed, entries)],
+               [max(0.0, tflops(e["result"].get("latency_low") or e["result"]["latency_ms"]) - s)
+                for s, e in zip(speed, entries)]]
         ax.barh([e["label"] for e in entries], speed, xerr=err,
                 color=["tab:green" if e["kind"] == "tilesearch" else "tab:red" for e in entries])
         ax.invert_yaxis()

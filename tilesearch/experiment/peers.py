@@ -96,9 +96,11 @@ def triton_gemm(op: Any, problem: Any, inputs: Any, target: Any, configs: Any = 
     return run
 
 
-def tilelang_gemm(op: Any, problem: Any, inputs: Any, target: Any, configs: Any = None) -> Any:
+def tilelang_gemm(op: Any, problem: Any, inputs: Any, target: Any, configs: Any = None, knobs: Any = None) -> Any:
     """TileLang's own autotuner (``tilelang.autotuner.autotune``) over ``configs`` of our GEMM
-    template (default: the op's space for this problem, which may be large), tuned here."""
+    template, or the sub-space ``knobs`` (``{knob: values}``), or else the op's whole space for
+    this problem (which may be large); tuned here, with its correctness check off (the re-time
+    checks what it picked)."""
     import tilelang
     from tilelang.autotuner import autotune
 
@@ -106,7 +108,11 @@ def tilelang_gemm(op: Any, problem: Any, inputs: Any, target: Any, configs: Any 
     _gemm_operands(op, problem, inputs)
     p = problem.to_dict()
     m, n, k, dtype, layout = p["m"], p["n"], p["k"], p["dtype"], p.get("layout", "nn")
-    configs = list(configs) if configs is not None else list(op.space(problem, target).enumerate())
+    if configs is None:
+        from tilesearch.dataset import sweep
+
+        space = op.space(problem, target)
+        configs = list((sweep(space, knobs) if knobs else space).enumerate())
 
     @autotune(configs=configs, warmup=25, rep=100)
     @tilelang.jit(out_idx=[-1])

@@ -124,10 +124,10 @@ def _search(experiment: Experiment, operator: Any, problem: Any, storage: str, s
 
         space = dataset.sweep(operator.space(problem, Target.from_arch("sm_90a")), experiment.knobs)
     log.info("tune %s %s strategy=%s seed=%d repeat=%d trials=%d", experiment.op, problem.key, strategy, seed,
-             repeat, experiment.trials)
+             repeat, experiment.trials_of(strategy))
     settings = {"progress": False, "retime": 0, **experiment.settings}
     found = tune(experiment.op, problem, strategy=strategy, runner=experiment.runner_for(problem.to_dict()),
-                 space=space, trials=experiment.trials, seed=seed, storage=storage,
+                 space=space, trials=experiment.trials_of(strategy), seed=seed, storage=storage,
                  study=f"{experiment.name}:{problem.key}:{strategy}:{seed}" + (f":{repeat}" if repeat else ""),
                  **settings)
     best = found.best[0] if found.best else None
@@ -137,7 +137,7 @@ def _search(experiment: Experiment, operator: Any, problem: Any, storage: str, s
         final = {"config": found.final.chosen.config, "ties": len(found.final.ties), "basis": found.final.basis,
                  **{k: getattr(chosen, k) for k in ("latency_ms", "speedup", "speedup_low", "speedup_high",
                                                      "sm_clock_mhz", "power_w", "temp_c", "throttled")}}
-    search = Search(strategy, seed, repeat, experiment.trials, found.measured_now, found.wall_s,
+    search = Search(strategy, seed, repeat, experiment.trials_of(strategy), found.measured_now, found.wall_s,
                     best.latency_ms if best else None, dict(best.config) if best else None, dict(found.statuses),
                     found.study, final)
     log.info("  %s", search)

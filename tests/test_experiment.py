@@ -100,7 +100,7 @@ SCRIPTS = sorted((ROOT / "experiments").glob("*.py")) + [ROOT / "plugins/grouped
 def test_every_experiment_is_a_short_config_script_on_the_shared_runner(script):
     text = script.read_text()
     assert len(text.splitlines()) <= 120, f"{script.name}: {len(text.splitlines())} lines; move logic into the package"
-    assert re.search(r"^from tilesearch\.experiment import|^import tilesearch\.experiment", text, re.M), \
+    assert re.search(r"^from tilesearch\.experiment[ .]|^import tilesearch\.experiment", text, re.M), \
         f"{script.name} does not use the shared runner (tilesearch.experiment)"
 
 

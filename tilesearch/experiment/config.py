@@ -50,6 +50,9 @@ class Experiment:
             listed in the JSON's ``skipped``); ``None``: no limit.
         out: output directory.
         title: the plot's and table's heading.
+        x: a problem parameter (``m``): the plot draws TFLOP/s against it, one line per swept
+            configuration (named by the knobs of ``knobs`` that vary) and per peer, instead of
+            one panel of bars per problem.
     """
 
     name: str
@@ -67,6 +70,7 @@ class Experiment:
     budget_s: float | None = None
     out: str = "out"
     title: str = ""
+    x: str | None = None
 
     def trials_of(self, strategy: str) -> int:
         return self.trials if isinstance(self.trials, int) else self.trials[strategy]
@@ -81,4 +85,4 @@ class Experiment:
                 "peers": [p if isinstance(p, str) else p.name for p in self.peers], "top": self.top,
                 "knobs": {k: list(v) for k, v in self.knobs.items()} if self.knobs else None,
                 "runner": self.runner if isinstance(self.runner, str) else "per problem",
-                "settings": dict(self.settings), "budget_s": self.budget_s, "title": self.title}
+                "settings": dict(self.settings), "budget_s": self.budget_s, "title": self.title, "x": self.x}

@@ -114,6 +114,8 @@ def plot(result: dict[str, Any], path: str | Path) -> bool:
     panels = [p for p in result["problems"] if p.get("retime")]
     if not panels:
         return False
+    if result["experiment"].get("x"):
+        return _series(plt, result, panels, Path(path))
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 1 + 0.4 * max(
         len(p["retime"]["entries"]) for p in panels)), squeeze=False)
     for ax, prob in zip(axes[0], panels):
@@ -136,6 +138,34 @@ def plot(result: dict[str, Any], path: str | Path) -> bool:
                  + (" [replayed]" if result.get("replayed") else ""), fontsize=10)
     fig.tight_layout()
     tmp = Path(path).with_name(Path(path).name + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return True
+
+
+def _series(plt: Any, result: dict[str, Any], panels: list[dict[str, Any]], path: Path) -> bool:
+    """TFLOP/s against the problem parameter ``x``: a line per swept configuration (its varied
+    knobs) and per peer, each point re-timed together with the others of its problem."""
+    x = result["experiment"]["x"]
+    varied = [k for k, v in (result["experiment"].get("knobs") or {}).items() if len(v) > 1]
+    lines: dict[str, list[tuple[Any, float]]] = {}
+    for prob in panels:
+        for e in prob["retime"]["entries"]:
+            if e["result"].get("latency_ms"):
+                name = (" ".join(f"{k}={e['config'][k]}" for k in varied) or e["label"]) if e["config"] else e["label"]
+                lines.setdefault(name, []).append((prob["problem"][x], prob["flops"] / e["result"]["latency_ms"] / 1e9))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for name, points in lines.items():
+        points.sort()
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+    ax.set_xlabel(x)
+    ax.set_ylabel("TFLOP/s, re-timed together per problem")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(result["experiment"].get("title") or result["experiment"]["name"], fontsize=10)
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     tmp.replace(path)

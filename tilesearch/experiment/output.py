@@ -98,6 +98,9 @@ def table(result: dict[str, Any]) -> str:
             lines.append(f" {mark}{e['label']:<22}{_fmt(r.get('latency_ms'), '.4f'):>9}{interval:>20}"
                          f"{_fmt(r.get('tflops'), '.1f'):>9}{_fmt(r.get('speedup'), '.3f'):>8}"
                          f"{_fmt(r.get('rel_err'), '.2e'):>10}  {r['status']}")
+        for name, note in (retime.get("ablations") or {}).items():
+            lines.append(f"  ablation {name:<14} gain {_fmt(note.get('gain'), '.3f'):>6}  {note['status']}"
+                         + (f" ({note['reason']})" if note.get("reason") else ""))
     return "\n".join(lines)
 
 
@@ -130,7 +133,7 @@ def plot(result: dict[str, Any], path: str | Path) -> bool:
                [max(0.0, tflops(e["result"].get("latency_low") or e["result"]["latency_ms"]) - s)
                 for s, e in zip(speed, entries)]]
         ax.barh([e["label"] for e in entries], speed, xerr=err,
-                color=["tab:green" if e["kind"] == "tilesearch" else "tab:red" for e in entries])
+                color=[{"tilesearch": "tab:green", "ablation": "tab:gray"}.get(e["kind"], "tab:red") for e in entries])
         ax.invert_yaxis()
         ax.set_xlabel("TFLOP/s, re-timed together (95% interval)")
         ax.set_title(prob["key"], fontsize=9)

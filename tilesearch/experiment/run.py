@@ -98,7 +98,7 @@ def _problem(experiment: Experiment, params: dict[str, Any], storage: str, peers
              clock: _Budget) -> dict[str, Any]:
     operator = registry.load(experiment.op)
     problem = operator.problem(**params)
-    searches, tops, target, replayed = [], {}, None, False
+    searches, tops, target, replayed, best = [], {}, None, False, None
     for strategy in experiment.strategies:
         for seed in experiment.seeds:
             for repeat in range(experiment.repeats):
@@ -107,9 +107,14 @@ def _problem(experiment: Experiment, params: dict[str, Any], storage: str, peers
                 search, found = _search(experiment, operator, problem, storage, strategy, seed, repeat)
                 searches.append(search)
                 target, replayed = found.target, replayed or found.replayed
+                if found.best and (best is None or found.best[0].latency_ms < best.latency_ms):
+                    best = found.best[0]
                 for rank, record in enumerate(found.best[:experiment.top]):
                     tops.setdefault(digest(record.config), (f"{search.label}#{rank + 1}", dict(record.config)))
-    retime = _retime(experiment, problem, list(tops.values()), peers, target) if tops and target else None
+    variants, ablations = _ablations(experiment, operator, problem, best.config, target) if best else ([], {})
+    retime = _retime(experiment, problem, list(tops.values()), variants, peers, target) if tops and target else None
+    if retime:
+        retime["ablations"] = _gains(retime, tops[digest(best.config)][0], ablations)
     return {"problem": problem.to_dict(), "key": problem.key, "flops": operator.flops(problem),
             "searches": [{**asdict(s), "label": s.label} for s in searches], "retime": retime,
             "replayed": replayed or bool(retime and retime["replayed"])}
@@ -144,24 +149,59 @@ def _search(experiment: Experiment, operator: Any, problem: Any, storage: str, s
     return search, found
 
 
-def _retime(experiment: Experiment, problem: Any, tops: list[tuple[str, dict[str, Any]]], peers: list[Any],
-            target: Any) -> dict[str, Any]:
-    """The top configurations of every search and the peers, timed together in one call."""
+def _ablations(experiment: Experiment, operator: Any, problem: Any, best: dict[str, Any],
+               target: Any) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, dict[str, Any]]]:
+    """The variants of ``best`` to re-time (``without <name>``), and per ablation what became of
+    it: ``measured``, ``same`` (the best has the old values already) or ``invalid`` (with the
+    space's reason; one that compiles the same kernel as another says so there)."""
+    space = operator.space(problem, target)
+    variants, notes = [], {}
+    for name, old in experiment.ablations.items():
+        flipped = {**best, **{k: v for k, v in old.items() if k in best}}
+        why = space.why_invalid(flipped)
+        if flipped == best:
+            notes[name] = {"status": "same"}
+        elif why:
+            notes[name] = {"status": "invalid", "reason": why}
+        else:
+            notes[name] = {"status": "measured"}
+            variants.append((f"without {name}", flipped))
+    return variants, notes
+
+
+def _gains(retime: dict[str, Any], best_label: str, notes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each measured ablation's gain: its latency / the best's, both from the same rounds."""
+    ms = {e["label"]: e["result"].get("latency_ms") for e in retime["entries"]}
+    for name, note in notes.items():
+        if note["status"] == "measured" and ms.get(best_label) and ms.get(f"without {name}"):
+            note["gain"] = ms[f"without {name}"] / ms[best_label]
+        elif note["status"] == "same":
+            note["gain"] = 1.0
+    return notes
+
+
+def _retime(experiment: Experiment, problem: Any, tops: list[tuple[str, dict[str, Any]]],
+            variants: list[tuple[str, dict[str, Any]]], peers: list[Any], target: Any) -> dict[str, Any]:
+    """The top configurations of every search, the ablations' variants and the peers, timed
+    together in one call; the tops alone are ranked (best and tie set)."""
     runner = create_runner(experiment.runner_for(problem.to_dict()))
     start = time.perf_counter()
     try:
         runner.start()  # the search's target (its arch override kept), measured on this runner
-        candidates = [Candidate(problem.op, problem.to_dict(), config, target, experiment.op) for _, config in tops]
+        candidates = [Candidate(problem.op, problem.to_dict(), config, target, experiment.op)
+                      for _, config in tops + variants]
         log.info("re-time %d configurations and %d peers together", len(candidates), len(peers))
         results = runner.retime(candidates, peers)
     finally:
         runner.close()
-    ours, theirs = results[:len(candidates)], results[len(candidates):]
+    ours, ablated, theirs = results[:len(tops)], results[len(tops):len(candidates)], results[len(candidates):]
     final = select([Retimed(i, config, r) for i, ((_, config), r) in enumerate(zip(tops, ours))],
                    together=bool(ours) and all("retimed_together" in r.extra for r in ours if r.status == Status.OK),
                    replayed=runner.replayed)
     entries = [{"label": tops[e.trial][0], "kind": "tilesearch", "config": e.config, "result": e.result.to_dict()}
                for e in final.entries]
+    entries += [{"label": label, "kind": "ablation", "config": config, "result": r.to_dict()}
+                for (label, config), r in zip(variants, ablated)]
     entries += [{"label": p.name, "kind": "peer", "config": None, "result": r.to_dict()} for p, r in zip(peers, theirs)]
     for entry in entries:
         log.info("  %s %s", entry["label"], entry["result"])

@@ -64,6 +64,19 @@ def test_runner_tunes_retimes_ours_and_peers_together_and_writes_table_json_png(
     assert [s["measured_now"] for s in again["problems"][0]["searches"]] == [0, 0]
 
 
+def test_first_configurations_best_of_each_value_and_an_unchecked_yardstick(tmp_path):
+    experiment = Experiment(
+        name="first", op=FAULTY_CPU_OP, problems=({"n": 1 << 12},), strategies=("random",), trials=1,
+        knobs={"fault": ("none",), "block": (256, 512), "threads": (128,)}, first=({"block": 512},),
+        top_by="block", peers=("copy",), runner=lambda problem: CpuRunner(timeout=60), out=str(tmp_path))
+    (prob,) = run(experiment)["problems"]
+    assert prob["searches"][0]["best_config"] == {"fault": "none", "block": 512, "threads": 128}  # the first, completed
+    entries = prob["retime"]["entries"]
+    assert [e["label"] for e in entries] == ["random/0 block=512", "copy"]
+    copy = entries[1]["result"]
+    assert copy["status"] == "ok" and copy["extra"]["checked"] is False and copy["rel_err"] is None
+
+
 def result_table_tail(result):
     from tilesearch.experiment.output import table
 

@@ -39,6 +39,11 @@ class Experiment:
         peers: names in :data:`tilesearch.experiment.peers.PEERS` or :class:`Peer` records,
             timed beside the top configurations in the final re-time.
         top: configurations of each search re-timed together at the end.
+        top_by: a knob: re-time the best configuration of each of its values instead (the
+            best of each ``algorithm``, say).
+        first: configurations every search measures first (hand-picked starting points; knobs
+            they leave out take their first value), then the strategy takes over and learns
+            from them.
         ablations: ``{name: {knob: old value}}``: the searches' best configuration with those
             knobs reset is re-timed in the same rounds (entry ``without <name>``), so each
             knob's gain is a ratio of one run and one clock.
@@ -67,6 +72,8 @@ class Experiment:
     repeats: int = 1
     peers: tuple[str | Peer, ...] = ()
     top: int = 3
+    top_by: str | None = None
+    first: tuple[dict[str, Any], ...] = ()
     ablations: dict[str, dict[str, Any]] = field(default_factory=dict)
     knobs: dict[str, tuple[Any, ...]] | None = None
     runner: RunnerSpec = "local"
@@ -86,7 +93,7 @@ class Experiment:
         """The declaration as plain data, written into the JSON beside the results."""
         return {"name": self.name, "op": self.op, "problems": [dict(p) for p in self.problems],
                 "strategies": list(self.strategies), "trials": self.trials if isinstance(self.trials, int) else dict(self.trials), "seeds": list(self.seeds), "repeats": self.repeats,
-                "peers": [p if isinstance(p, str) else p.name for p in self.peers], "top": self.top, "ablations": {k: dict(v) for k, v in self.ablations.items()},
+                "peers": [p if isinstance(p, str) else p.name for p in self.peers], "top": self.top, "top_by": self.top_by, "first": [dict(c) for c in self.first], "ablations": {k: dict(v) for k, v in self.ablations.items()},
                 "knobs": {k: list(v) for k, v in self.knobs.items()} if self.knobs else None,
                 "runner": self.runner if isinstance(self.runner, str) else "per problem",
                 "settings": dict(self.settings), "budget_s": self.budget_s, "title": self.title, "x": self.x}

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tilesearch.experiment import recorded
 from tilesearch.experiment.config import ExperimentError
 
 
@@ -22,40 +23,17 @@ def write(result: dict[str, Any], out: Path, name: str) -> None:
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    """A recorded ``<name>.json`` (or a ``peers_gemm.json`` of the scripts before this runner,
-    read as one); :class:`ExperimentError` says why a file is not one."""
+    """A recorded ``<name>.json``, or the JSON of a script before this runner that
+    :mod:`tilesearch.experiment.recorded` reads as one; :class:`ExperimentError` says why a file
+    is not one."""
     try:
         result = json.loads(Path(path).read_text())
-        if isinstance(result, list):  # the first peers_gemm runs wrote their rows alone
-            result = {"tools": result}
-        if "tools" in result:
-            result = _peers_gemm_v0(result)
+        result = recorded.upgrade(result)
         result["problems"][0]["searches"]
     except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
         raise ExperimentError(f"{path} is not an experiment's JSON ({type(e).__name__}: {e}); "
                               "pass the file a run wrote") from None
     return result
-
-
-def _peers_gemm_v0(old: dict[str, Any]) -> dict[str, Any]:
-    """A ``peers_gemm.json`` written before the shared runner (``{"tools": rows, "retime":
-    {tool: {"ms", "rel_err"}}}``) as an experiment's result: the tools' own runs are its
-    searches, the re-time its entries (medians only: those runs kept no intervals)."""
-    rows, together = old["tools"], old.get("retime") or {}
-    flops = old.get("flops") or rows[0]["tflops"] * 1e12 * rows[0]["best_ms"] * 1e-3
-    searches = [{"strategy": r["tool"], "label": r["tool"], "seed": 0, "repeat": 0, "trials": r.get("trials", r["configs"]),
-                 "measured_now": r.get("trials", r["configs"]), "wall_s": r["wall_s"], "best_ms": r["best_ms"],
-                 "best_config": r.get("best_config"), "statuses": r.get("statuses", {}), "study": "", "final": None}
-                for r in rows]
-    base = together.get("torch.matmul", {}).get("ms")
-    entries = [{"label": name, "kind": "tilesearch" if name.startswith("tilesearch") else "peer", "config": None,
-                "result": {"status": "ok", "latency_ms": t["ms"], "rel_err": t.get("rel_err"),
-                           "tflops": flops / (t["ms"] * 1e-3) / 1e12, "speedup": base / t["ms"] if base else None}}
-               for name, t in together.items()]
-    retime = {"entries": entries, "ties": [], "basis": "none", "together": True, "replayed": False} if entries else None
-    return {"experiment": {"name": "peers_gemm", "op": "gemm", "title": old.get("title", "GEMM peers (recorded)")},
-            "problems": [{"key": "recorded run", "flops": flops, "searches": searches, "retime": retime,
-                          "replayed": False}], "replayed": False, "skipped": []}
 
 
 def _atomic(path: Path, text: str) -> None:

@@ -18,6 +18,8 @@ PEERS: dict[str, Peer] = {
     "torch": Peer("torch", "tilesearch.experiment.peers:torch_baseline"),
     "triton": Peer("triton autotune", "tilesearch.experiment.peers:triton_gemm"),
     "tilelang": Peer("tilelang autotune", "tilesearch.experiment.peers:tilelang_gemm"),
+    "copy": Peer("copy", "tilesearch.experiment.peers:copy_outputs", checked=False),
+    "memset": Peer("memset", "tilesearch.experiment.peers:memset_outputs", checked=False),
 }
 
 
@@ -137,3 +139,19 @@ def pytorch_way(op: Any, problem: Any, inputs: Any, target: Any, fn: str = "") -
     if made is None:
         raise ExperimentError(f"{fn} is not available with this torch or these inputs")
     return made
+
+
+def copy_outputs(op: Any, problem: Any, inputs: Any, target: Any) -> Any:
+    """A device-to-device copy of the op's outputs' bytes: it reads and writes them once, so half
+    its time is the floor of writing the outputs (unchecked: it computes nothing)."""
+    import torch
+
+    pairs = [(torch.empty_like(o).normal_() if o.is_floating_point() else torch.zeros_like(o), torch.empty_like(o))
+             for o in op.make_outputs(problem, inputs[0].device)]
+    return lambda: [dst.copy_(src) for src, dst in pairs]
+
+
+def memset_outputs(op: Any, problem: Any, inputs: Any, target: Any) -> Any:
+    """Zeroing the op's outputs: a write of their bytes (unchecked: it computes nothing)."""
+    outputs = op.make_outputs(problem, inputs[0].device)
+    return lambda: [o.zero_() for o in outputs]

@@ -109,8 +109,8 @@ def _problem(experiment: Experiment, params: dict[str, Any], storage: str, peers
                 target, replayed = found.target, replayed or found.replayed
                 if found.best and (best is None or found.best[0].latency_ms < best.latency_ms):
                     best = found.best[0]
-                for rank, record in enumerate(found.best[:experiment.top]):
-                    tops.setdefault(digest(record.config), (f"{search.label}#{rank + 1}", dict(record.config)))
+                for label, config in _tops(experiment, search, found, storage):
+                    tops.setdefault(digest(config), (label, config))
     variants, ablations = _ablations(experiment, operator, problem, best.config, target) if best else ([], {})
     retime = _retime(experiment, problem, list(tops.values()), variants, peers, target) if tops and target else None
     if retime:
@@ -118,6 +118,33 @@ def _problem(experiment: Experiment, params: dict[str, Any], storage: str, peers
     return {"problem": problem.to_dict(), "key": problem.key, "flops": operator.flops(problem),
             "searches": [{**asdict(s), "label": s.label} for s in searches], "retime": retime,
             "replayed": replayed or bool(retime and retime["replayed"])}
+
+
+def _tops(experiment: Experiment, search: Search, found: Any, storage: str) -> list[tuple[str, dict[str, Any]]]:
+    """What a search sends to the re-time: its ``top`` best, or the best of each value of
+    ``top_by`` (from every record of its study)."""
+    if not experiment.top_by:
+        return [(f"{search.label}#{rank + 1}", dict(r.config)) for rank, r in enumerate(found.best[:experiment.top])]
+    from tilesearch.database import TuningDatabase
+
+    best: dict[Any, dict[str, Any]] = {}
+    for record in TuningDatabase(storage, found.study).best(10**9):  # fastest first
+        best.setdefault(record.config.get(experiment.top_by), dict(record.config))
+    return [(f"{search.label} {experiment.top_by}={value}", config) for value, config in best.items()]
+
+
+def _strategy(experiment: Experiment, operator: Any, problem: Any, space: Any, name: str, seed: int) -> Any:
+    """``name`` (seeded), after ``experiment.first`` completed with each knob's first value."""
+    if not experiment.first:
+        return name
+    from tilesearch.strategy import create
+    from tilesearch.strategy.hints import Hinted
+    from tilesearch.target import Target
+
+    knobs = (space or operator.space(problem, Target.from_arch("sm_90a"))).knobs
+    defaults = {knob.name: knob.values()[0] for knob in knobs}
+    first = [{**defaults, **c} for c in experiment.first]
+    return Hinted(create(name, seed), first, n=len(first))
 
 
 def _search(experiment: Experiment, operator: Any, problem: Any, storage: str, strategy: str, seed: int,
@@ -131,7 +158,8 @@ def _search(experiment: Experiment, operator: Any, problem: Any, storage: str, s
     log.info("tune %s %s strategy=%s seed=%d repeat=%d trials=%d", experiment.op, problem.key, strategy, seed,
              repeat, experiment.trials_of(strategy))
     settings = {"progress": False, "retime": 0, **experiment.settings}
-    found = tune(experiment.op, problem, strategy=strategy, runner=experiment.runner_for(problem.to_dict()),
+    found = tune(experiment.op, problem, strategy=_strategy(experiment, operator, problem, space, strategy, seed),
+                 runner=experiment.runner_for(problem.to_dict()),
                  space=space, trials=experiment.trials_of(strategy), seed=seed, storage=storage,
                  study=f"{experiment.name}:{problem.key}:{strategy}:{seed}" + (f":{repeat}" if repeat else ""),
                  **settings)

@@ -31,11 +31,14 @@ class Peer:
         name: what tables and plots call it (``torch.matmul``, ``triton autotune``).
         maker: import path of its maker, ``"module:function"``.
         options: keyword arguments of the maker (a configuration list, say); plain data.
+        checked: compare its outputs with the reference; ``False`` for a yardstick that does
+            not compute the op (a copy of the output's bytes: the floor of writing it).
     """
 
     name: str
     maker: str
     options: dict[str, Any] = field(default_factory=dict)
+    checked: bool = True
 
     def make(self, op: Any, problem: Any, inputs: Any, target: Any) -> Any:
         """The peer's no-argument callable (called inside the measuring worker)."""

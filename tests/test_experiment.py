@@ -136,3 +136,26 @@ def test_scripts_import_without_a_gpu():
         done = subprocess.run([sys.executable, "-c", f"import runpy; runpy.run_path({str(script)!r})"],
                               capture_output=True, text=True, cwd=ROOT)
         assert "ModuleNotFoundError" not in done.stderr, (script.name, done.stderr[-500:])
+
+
+@pytest.mark.gpu
+def test_gpu_runner_retimes_a_gemm_with_torch_and_triton_in_one_worker(tmp_path):
+    """On a GPU: two configurations of a small GEMM re-timed with the torch peer, and Triton's
+    autotune where Triton is installed (else that peer is a runtime_error result, not a crash)."""
+    knobs = {"block_m": (128,), "block_n": (128,), "block_k": (32, 64), "num_stages": (3,), "threads": (128,),
+             "panel_size": (8,), "warp_policy": ("square",)}
+    experiment = Experiment(name="gpu", op="gemm", problems=({"m": 1024, "n": 1024, "k": 1024},),
+                            strategies=("grid",), trials=2, top=2, knobs=knobs, peers=("torch", "triton"),
+                            out=str(tmp_path))
+    (prob,) = run(experiment)["problems"]
+    entries = {e["label"]: e["result"] for e in prob["retime"]["entries"]}
+    assert prob["retime"]["together"] and entries["torch"]["status"] == "ok"
+    timed = [r for r in entries.values() if r["status"] == "ok"]
+    assert len(timed) >= 3 and {r["extra"]["retimed_together"] for r in timed} == {len(timed) + 1}  # + baseline
+    assert all(r["speedup_low"] <= r["speedup"] <= r["speedup_high"] for r in timed)
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        assert entries["triton autotune"]["status"] == "runtime_error"
+    else:
+        assert entries["triton autotune"]["status"] == "ok"

@@ -22,6 +22,7 @@ from tilesearch.experiment import output
 from tilesearch.experiment.config import Experiment
 from tilesearch.experiment.peers import resolve
 from tilesearch.records import Candidate, Retimed, Status
+from tilesearch.runner import MeasureSettings
 from tilesearch.runner import create as create_runner
 from tilesearch.runner.retime import select
 from tilesearch.space import digest
@@ -212,7 +213,10 @@ def _retime(experiment: Experiment, problem: Any, tops: list[tuple[str, dict[str
             variants: list[tuple[str, dict[str, Any]]], peers: list[Any], target: Any) -> dict[str, Any]:
     """The top configurations of every search, the ablations' variants and the peers, timed
     together in one call; the tops alone are ranked (best and tie set)."""
-    runner = create_runner(experiment.runner_for(problem.to_dict()))
+    settings = experiment.settings  # the searches' measuring settings, for the re-time too
+    runner = create_runner(experiment.runner_for(problem.to_dict()), device=settings.get("device", 0),
+                           timeout=settings.get("run_timeout", 60.0),
+                           measure=MeasureSettings(baseline=settings.get("baseline", True)))
     start = time.perf_counter()
     try:
         runner.start()  # the search's target (its arch override kept), measured on this runner

@@ -59,9 +59,9 @@ def test_runner_tunes_retimes_ours_and_peers_together_and_writes_table_json_png(
     assert "doubling" in (tmp_path / "cpu.txt").read_text()
     assert (tmp_path / "cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "configurations and 3 peers together" in (tmp_path / "cpu.log").read_text()
-    # run again: the studies resume, nothing is measured twice
-    again = run(experiment)
-    assert [s["measured_now"] for s in again["problems"][0]["searches"]] == [0, 0]
+    # each search is its own study in the experiment's storage (so a killed run resumes it)
+    assert [s["study"] for s in prob["searches"]] == ["cpu:n=16384:grid:0", "cpu:n=16384:random:0"]
+    assert (tmp_path / "cpu.db").exists()
 
 
 def test_first_configurations_best_of_each_value_and_an_unchecked_yardstick(tmp_path):

@@ -20,7 +20,7 @@ usage: python experiments/peers_gemm.py out=$OUT [m=8192 n=8192 k=8192] [grid=sm
 import sys
 from dataclasses import replace
 
-from tilesearch.experiment import PEERS, Experiment, main
+from tilesearch.experiment import EVERY, PEERS, Experiment, main
 
 GRIDS = {
     "small": dict(
@@ -44,12 +44,12 @@ def with_grid(experiment: Experiment, grid: str) -> Experiment:
 
 def search_trials(experiment: Experiment, value: str) -> Experiment:
     """``trials=`` counts the search's trials; the grid is always measured whole."""
-    return replace(experiment, trials={"grid": 10**6, "xgb": int(value)})
+    return replace(experiment, trials={"grid": EVERY, "xgb": int(value)})
 
 
 PEERS_GEMM = with_grid(Experiment(
     name="peers_gemm", op="gemm", problems=({"m": 8192, "n": 8192, "k": 8192, "dtype": "float16", "layout": "nn"},),
-    strategies=("grid", "xgb"), trials={"grid": 10**6, "xgb": 8}, top=2, peers=("torch", "triton", PEERS["tilelang"]),
+    strategies=("grid", "xgb"), trials={"grid": EVERY, "xgb": 8}, top=2, peers=("torch", "triton", PEERS["tilelang"]),
 ), "small")
 
 if __name__ == "__main__":

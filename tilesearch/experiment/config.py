@@ -14,6 +14,9 @@ from typing import Any
 from tilesearch.runner import Runner
 from tilesearch.runner.peer import Peer
 
+EVERY = 10**6
+"""Trials that stand for "every configuration": a search ends when its space is exhausted."""
+
 
 class ExperimentError(ValueError):
     """An experiment that cannot run as declared (an unknown peer, a bad override)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tilesearch.experiment import recorded
-from tilesearch.experiment.config import ExperimentError
+from tilesearch.experiment.config import EVERY, ExperimentError
 
 
 def write(result: dict[str, Any], out: Path, name: str) -> None:
@@ -59,7 +59,8 @@ def table(result: dict[str, Any]) -> str:
             f = s.get("final") or {}
             final = (f"{f['speedup']:.3f} [{f['speedup_low']:.3f}, {f['speedup_high']:.3f}]"
                      if f.get("speedup_low") is not None else "-")
-            lines.append(f"  {s.get('label', s['strategy']):<16}{s['trials']:>7}{s['measured_now']:>5}"
+            trials = "all" if s["trials"] >= EVERY else s["trials"]
+            lines.append(f"  {s.get('label', s['strategy']):<16}{trials:>7}{s['measured_now']:>5}"
                          f"{s['wall_s']:>9.1f}{_fmt(s['best_ms'], '.4f'):>10}{final:>28}"
                          f"{_fmt(f.get('ties'), 'd'):>5}{_fmt(f.get('sm_clock_mhz'), '.0f'):>6}")
         retime = prob.get("retime")

@@ -1,232 +1,24 @@
 """Search against the field: tilesearch's strategies, Optuna's samplers and Kernel Tuner's
-strategies on the same replay datasets, with the same budgets, seeds and metrics.
+strategies on the same replay datasets, with the same budgets, seeds and metrics (CPU only;
+needs the ``bench`` extra: ``pip install -e .[bench]``).
 
-Usage (CPU only; needs the ``bench`` extra: ``pip install -e .[bench]``)::
+The replay benchmark mode of the shared experiment runner (:mod:`tilesearch.experiment.field`
+documents the method; Kernel Tuner runs in its own simulation mode through
+:mod:`tilesearch.experiment.kernel_tuner`). ``tests/test_field_benchmark.py`` asserts the
+verdicts on the committed datasets. Writes ``results.md``, ``results.json`` and
+``convergence_<dataset>.png`` to ``--out``; prints the summary last.
 
-    python experiments/field_benchmark.py --data experiments/data --out experiments/results/field
-
-Each strategy runs once per seed on each dataset of ``--data``, as in
-``experiments/strategy_benchmark.py`` (whose runs, metrics, tables and plots this reuses):
-
-- ours (``random``, ``tpe``, ``xgb``, ``xgb+transfer``) through tilesearch's tuning loop with
-  the replay runner;
-- Optuna's ``cmaes`` (CmaEsSampler) and ``gp`` (GPSampler) in a plain ask-and-tell loop on the
-  dataset (:func:`optuna_run`), as an Optuna user would run them: a configuration a constraint
-  rejects is told as pruned and costs no trial (as tilesearch records it), a repeat is told
-  its known latency and costs no trial, a failed one is told as failed and costs one. ``gp`` is
-  not in the default list: Optuna's GPSampler took more than 7 s of CPU per trial on the 2-core
-  machine the committed results come from (one 40-trial run did not finish in 14 minutes);
-  ``--strategies ...,gp`` runs it;
-- Kernel Tuner's (``kt:NAME``, see :data:`kernel_tuner_sim.STRATEGIES`) in Kernel Tuner's own
-  simulation mode on the dataset exported to its cache format (``kernel_tuner_sim``);
-  ``kt:NAME/reversed`` lists every knob's values in reverse order in the export (differential
-  evolution's first population follows that order: ``kernel_tuner_sim``'s docstring).
-
-Every run gets the same budget (``--max-share`` of the dataset, Kernel Tuner's ``max_fevals``);
-tuner-driven runs of ours stop early once they are past ``--horizon`` and have 99% of the best,
-which changes none of the metrics. A Kernel Tuner strategy may end before the budget by its own
-rules (dual annealing counts revisits in SciPy's ``maxfun``; the genetic algorithm and firefly
-stop after their generations); the table says how many configurations each used. Metrics:
-trials to 97% and 99% of the dataset's best (median and quartiles over seeds), the Willemsen
-score on the recorded compile and measure times plus each tuner's own time.
-
-Writes ``results.md`` (per dataset: every strategy; then one table of median trials to 97% and
-scores across datasets, and per dataset which strategy needed the fewest trials), ``results.json``
-and ``convergence_<dataset>.png`` to ``--out``; prints the summary last.
+usage: python experiments/field_benchmark.py --data experiments/data --out experiments/results/field
+       [--strategies ...] [--seeds 10] [--caches DIR]
 """
 
-from __future__ import annotations
-
-import argparse
-import json
-import math
-import statistics
 import sys
-import tempfile
-import time
-import warnings
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-import kernel_tuner_sim as kts
-import strategy_benchmark as sb
+from tilesearch.experiment.field import DEFAULT, main
 
-from tilesearch import dataset
-from tilesearch.space import config_key
-
-OURS = ("random", "tpe", "xgb", "xgb+transfer")
-OPTUNA = ("cmaes", "gp")
-# differential evolution again on the knob values listed in reverse (see kernel_tuner_sim's "Order")
-DEFAULT = OURS + ("cmaes",) + tuple(kts.PREFIX + name for name in kts.STRATEGIES) + ("kt:diff_evo/reversed",)
-
-
-def tuner(name: str) -> str:
-    if name.startswith(kts.PREFIX):
-        return "Kernel Tuner"
-    return "Optuna" if name in OPTUNA or name == "tpe" else "tilesearch"
-
-
-def optuna_run(data: dataset.Dataset, name: str, seed: int, *, horizon: int, cap: int) -> sb.Run:
-    """Optuna's sampler ``name`` (``sb.OPTUNA_SAMPLERS``) on ``data`` in an ask-and-tell loop
-    (see the module docstring), until ``horizon`` trials and 99% of the best, or ``cap``."""
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    space = sb._space(data)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # with_margin is marked experimental
-        sampler = sb.OPTUNA_SAMPLERS[name](seed).sampler()
-    study = optuna.create_study(sampler=sampler, direction="minimize")
-    distributions = space.distributions()
-    best, goal = math.inf, data.best().latency_ms / max(sb.TARGETS)
-    seen: dict[str, dataset.Row] = {}
-    overhead = 0.0
-    for _ in range(50 * cap):  # asks, repeats and pruned ones included
-        if len(seen) >= cap or (len(seen) >= horizon and best <= goal):
-            break
-        start = time.perf_counter()
-        trial = study.ask(distributions)
-        overhead += time.perf_counter() - start
-        config = space.from_params(trial.params)
-        if space.why_invalid(config) is not None:
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            continue
-        key = config_key(config)
-        row = seen.get(key) or data.get(config)
-        seen.setdefault(key, row)
-        if row is not None and row.ok:
-            best = min(best, row.latency_ms)
-            study.tell(trial, row.latency_ms)
-        else:
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-    return sb._run(name, seed, list(seen.values()), overhead)
-
-
-class Runs:
-    """Runs one strategy on one dataset and seed: Kernel Tuner's in its simulation mode (each
-    dataset exported once), the others through :func:`strategy_benchmark.run_one`."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.caches: dict[str, kts.Cache] = {}
-
-    def __call__(self, data: dataset.Dataset, name: str, seed: int, *, horizon: int, cap: int, batch: int,
-                 transfer: str = "", hints: list | None = None) -> sb.Run:
-        if name in OPTUNA:
-            return optuna_run(data, name, seed, horizon=horizon, cap=cap)
-        if not name.startswith(kts.PREFIX):
-            return sb.run_one(data, name, seed, horizon=horizon, cap=cap, batch=batch, transfer=transfer, hints=hints)
-        reverse = name.endswith(kts.REVERSED)
-        strategy = name.removeprefix(kts.PREFIX).removesuffix(kts.REVERSED)
-        key = data.name + ("_reversed" if reverse else "")
-        if key not in self.caches:
-            self.caches[key] = kts.export(data, self.directory / f"{key}.json", reverse=reverse)
-        rows, seconds = kts.run(self.caches[key], strategy, seed, max_fevals=cap)
-        return sb._run(name, seed, rows, seconds)
-
-
-def medians(outcome: sb.Outcome) -> dict[str, float]:
-    return {row["strategy"]: row["t97"][1] for row in sb.summary_rows(outcome)}
-
-
-def verdicts(outcomes: Sequence[sb.Outcome]) -> dict[str, dict[str, Any]]:
-    """Per dataset: the strategies with the fewest median trials to 97% and the highest mean
-    score, and whether ``xgb`` (without transfer) is among each, against every other strategy
-    but its own transfer variant."""
-    found = {}
-    for outcome in outcomes:
-        rows = [r for r in sb.summary_rows(outcome) if r["strategy"] != "xgb+transfer"]
-        fewest = min(r["t97"][1] for r in rows)
-        top = max(r["score"][0] for r in rows)
-        found[outcome.dataset] = {
-            "fewest_t97": [r["strategy"] for r in rows if r["t97"][1] == fewest], "t97": fewest,
-            "best_score": [r["strategy"] for r in rows if r["score"][0] == top], "score": top,
-            "xgb_fewest": any(r["strategy"] == "xgb" and r["t97"][1] == fewest for r in rows),
-            "xgb_best_score": any(r["strategy"] == "xgb" and r["score"][0] == top for r in rows),
-        }
-    return found
-
-
-def summary(outcomes: Sequence[sb.Outcome], args: argparse.Namespace) -> str:
-    """One table across datasets (median trials to 97%, mean score), then the verdicts."""
-    names = list(dict.fromkeys(n for o in outcomes for n in o.runs))
-    lines = ["| strategy | tuner | " + " | ".join(f"{o.dataset} t97 | score" for o in outcomes) + " |",
-             "|---|---|" + "---|---|" * len(outcomes)]
-    for name in names:
-        cells = [name, tuner(name)]
-        for outcome in outcomes:
-            row = next((r for r in sb.summary_rows(outcome) if r["strategy"] == name), None)
-            if row is None:
-                cells += ["-", "-"]
-                continue
-            lo, med, hi, cap = row["t97"]
-            cells += [f"{sb._fmt(med, cap)} [{sb._fmt(lo, cap)}-{sb._fmt(hi, cap)}]",
-                      f"{row['score'][0]:.2f} ± {row['score'][1]:.2f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"t97: trials to 97% of the best, median [q1-q3] over {args.seeds} seeds (>N: not reached "
-              "within the budget); score: Willemsen et al.'s, mean ± std over seeds.", ""]
-    for name, v in verdicts(outcomes).items():
-        lines.append(f"- {name}: fewest trials to 97%: {', '.join(v['fewest_t97'])} ({v['t97']:g}); highest score: "
-                     f"{', '.join(v['best_score'])} ({v['score']:.3f}); xgb fewest: {v['xgb_fewest']}, "
-                     f"xgb highest score: {v['xgb_best_score']}")
-    return "\n".join(lines) + "\n"
-
-
-def used(outcome: sb.Outcome) -> list[str]:
-    """How many configurations each strategy's runs measured (median), against the budget."""
-    return [f"- {name}: median {statistics.median(len(r.tflops) for r in runs):g} configurations per run"
-            for name, runs in outcome.runs.items() if name.startswith(kts.PREFIX)]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = sb.build_parser()
-    parser.description = __doc__.split("\n\n")[0]
-    parser.set_defaults(out="experiments/results/field", strategies=",".join(DEFAULT))
-    parser.add_argument("--caches", default="",
-                        help="keep the Kernel Tuner cache files here (default: a temporary directory)")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    args.strategies = [s for s in args.strategies.split(",") if s]
-    unknown = [s for s in args.strategies if s.startswith(kts.PREFIX) and s.removeprefix(kts.PREFIX)
-               .removesuffix(kts.REVERSED) not in kts.STRATEGIES]
-    if unknown:
-        print(f"unknown Kernel Tuner strategies {unknown}; choose from {', '.join(kts.STRATEGIES)}", file=sys.stderr)
-        return 2
-    datasets = [d for d in dataset.load_dir(args.data) if d.meta.get("gpu") != "synthetic"]
-    if not datasets:
-        print(f"no datasets in {args.data}; record some with experiments/record_dataset.py", file=sys.stderr)
-        return 2
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        runs = Runs(Path(args.caches) if args.caches else Path(tmp))
-        outcomes = sb.benchmark(datasets, args, log=lambda text: print(text, file=sys.stderr), run=runs)
-    for outcome in outcomes:
-        sb.plot(outcome, out / f"convergence_{outcome.dataset}.png", False)
-    text = summary(outcomes, args)
-    detail = sb.markdown(outcomes, False, args)
-    budgets = [line for o in outcomes for line in [f"{o.dataset}:"] + used(o)]
-    (out / "results.md").write_text(f"## Across datasets\n\n{text}\n## Per dataset\n\n{detail}\n"
-                                    "## Configurations used by Kernel Tuner's strategies\n\n" + "\n".join(budgets) + "\n")
-    raw = {o.dataset: {"size": o.size, "best_tflops": o.best_tflops,
-                       "runs": {name: [{"seed": r.seed, "measured": len(r.tflops), "overhead_s": r.overhead_s,
-                                        **{f"trials_to_{round(t * 100)}": r.trials_to(t, o.best_tflops)
-                                           for t in sb.TARGETS},
-                                        "score": o.scores[name][i]} for i, r in enumerate(runs)]
-                                for name, runs in o.runs.items()}}
-           for o in outcomes}
-    raw["verdicts"] = verdicts(outcomes)
-    (out / "results.json").write_text(json.dumps(raw, indent=1, default=str))
-    print(f"{len(outcomes)} datasets, {len(args.strategies)} strategies, {args.seeds} seeds in "
-          f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
-    print(text)
-    return 0
-
+# ours (random, tpe, xgb, xgb+transfer), Optuna's CMA-ES (gp on request: more than 7 s of CPU per
+# trial on a 2-core machine), every Kernel Tuner strategy, and differential evolution on reversed values
+STRATEGIES = DEFAULT
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(strategies=STRATEGIES))

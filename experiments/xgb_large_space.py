@@ -23,10 +23,9 @@ import time
 import warnings
 from typing import Any
 
-from strategy_benchmark import Timed
-
 from tilesearch import registry, tune
 from tilesearch.builder import NullBuilder
+from tilesearch.experiment.strategies import Timed
 from tilesearch.strategy import XGBStrategy
 from tilesearch.target import Target
 from tilesearch.testing.synthetic import SyntheticRunner, gemm_latency

@@ -1,20 +1,17 @@
 """Kernel Tuner's and Optuna's strategies on replay datasets (experiments/field_benchmark.py)."""
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from tilesearch import dataset
+from tilesearch.experiment import field as fb
+from tilesearch.experiment import kernel_tuner as kts
+from tilesearch.experiment import strategies as sb
 from tilesearch.space import config_key
 from tilesearch.testing.synthetic import synthetic_dataset
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-import field_benchmark as fb  # noqa: E402
-import kernel_tuner_sim as kts  # noqa: E402
-import strategy_benchmark as sb  # noqa: E402
 
 KNOBS = {"block_m": (64, 128), "block_n": (64, 128, 256), "block_k": (32, 64), "num_stages": (2, 3), "threads": (128, 256),
          "panel_size": (0,), "warp_policy": ("square", "full_row")}

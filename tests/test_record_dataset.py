@@ -1,16 +1,12 @@
 """experiments/record_dataset.py, dry-run on the CPU (made-up latencies, no compilation)."""
 
-import sys
-from pathlib import Path
 
 import pytest
 
 from tilesearch import dataset, registry
+from tilesearch.experiment import record as rd
 from tilesearch.space import config_key
 from tilesearch.target import Target
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-import record_dataset as rd  # noqa: E402
 
 
 def _record(tmp_path, *extra):

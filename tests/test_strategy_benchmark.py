@@ -1,15 +1,12 @@
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tilesearch import dataset
+from tilesearch.experiment import strategies as sb
 from tilesearch.testing.synthetic import synthetic_dataset
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-import strategy_benchmark as sb  # noqa: E402
 
 KNOBS = {"block_m": (64, 128), "block_n": (64, 128, 256), "block_k": (32, 64), "num_stages": (2, 3), "threads": (128, 256),
          "panel_size": (0,), "warp_policy": ("square",)}

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from tilesearch.op import Problem
 from tilesearch.records import Candidate, RunResult
+from tilesearch.runner.peer import Peer, untimed
 from tilesearch.space import Space
 from tilesearch.target import Target
 
@@ -39,13 +40,15 @@ class Runner(abc.ABC):
     def run(self, candidate: Candidate) -> RunResult:
         """Checks and times one candidate that the builder compiled."""
 
-    def retime(self, candidates: Sequence[Candidate]) -> list[RunResult]:
+    def retime(self, candidates: Sequence[Candidate], peers: Sequence[Peer] = ()) -> list[RunResult]:
         """Times ``candidates`` (of one problem, compiled before) again, together, for the final
-        choice (see :mod:`tilesearch.runner.retime`); one result each, in order. A GPU runner does
-        it in one fresh worker, the candidates and the baseline interleaved in the same rounds.
-        This default runs each alone through :meth:`run` (a replay runner thus serves its records
-        again), and the results say so: ``extra["retimed_together"]`` is absent."""
-        return [self.run(c) for c in candidates]
+        choice (see :mod:`tilesearch.runner.retime`), and ``peers`` (other tools' kernels,
+        :mod:`tilesearch.runner.peer`) beside them; one result per candidate, then one per peer,
+        in order. A GPU runner does it in one fresh worker, the candidates, the peers and the
+        baseline interleaved in the same rounds. This default runs each candidate alone through
+        :meth:`run` (a replay runner thus serves its records again), and the results say so:
+        ``extra["retimed_together"]`` is absent; it cannot time peers."""
+        return [self.run(c) for c in candidates] + untimed(peers, "this runner times no peers")
 
     def close(self) -> None:
         """Stops worker processes (no-op by default)."""

@@ -14,6 +14,7 @@ from typing import Any
 from tilesearch.records import Candidate, RunResult, Status
 from tilesearch.runner.base import NoDeviceError, Runner
 from tilesearch.runner.measure import MeasureSettings
+from tilesearch.runner.peer import Peer
 from tilesearch.target import Target
 from tilesearch.workers import IsolatedWorker
 
@@ -79,19 +80,20 @@ class LocalRunner(Runner):
             self._fresh_worker(restarted=result.died)
         return RunResult(Status.RUNTIME_ERROR, error=result.error)
 
-    def retime(self, candidates: Sequence[Candidate]) -> list[RunResult]:
-        """All ``candidates`` and the baseline interleaved in the same rounds, in a fresh worker
-        (no state left from the search: allocations, a clock pattern, a leaked context)."""
+    def retime(self, candidates: Sequence[Candidate], peers: Sequence[Peer] = ()) -> list[RunResult]:
+        """All ``candidates``, the ``peers`` and the baseline interleaved in the same rounds, in a
+        fresh worker (no state left from the search: allocations, a clock pattern, a leaked
+        context). A peer's maker may tune first (an autotuner), so each adds to the timeout."""
         if not candidates:
             return []
         self._fresh_worker()
-        result = self._worker.call(self.together_fn, list(candidates), self.settings,
-                                   timeout=self.timeout * (len(candidates) + 1))
+        result = self._worker.call(self.together_fn, list(candidates), self.settings, list(peers),
+                                   timeout=self.timeout * (len(candidates) + 1) + 600 * len(peers))
         if result.ok:
             return result.value
         self._fresh_worker(restarted=result.timed_out or result.died)
         status = Status.RUN_TIMEOUT if result.timed_out else Status.RUNTIME_ERROR
-        return [RunResult(status, error=f"re-time: {result.error}") for _ in candidates]
+        return [RunResult(status, error=f"re-time: {result.error}") for _ in [*candidates, *peers]]
 
     def _fresh_worker(self, restarted: bool = False) -> None:
         """A new worker, warmed up (imports, CUDA context) outside the next candidate's timeout:

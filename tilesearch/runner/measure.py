@@ -113,6 +113,37 @@ def compare(outputs: Any, references: Any, tol: Any) -> tuple[float, float, str 
     return worst_fro, worst_max, why
 
 
+def checked_peers(peers: Sequence[Any], op: Any, problem: Any, inputs: Any, target: Any, references: Any,
+                  tol: Any) -> list[tuple[RunResult, Any]]:
+    """Each peer made (:class:`~tilesearch.runner.peer.Peer`) and run once, its outputs compared
+    with ``references``: ``(result so far, callable to time or None)`` per peer. A peer that
+    cannot be made (its library missing) or computes wrong results is a result, not a raise."""
+    out: list[tuple[RunResult, Any]] = []
+    for peer in peers:
+        where = {"peer": peer.name}
+        start = time.perf_counter()
+        try:
+            fn = peer.make(op, problem, inputs, target)
+            where["make_s"] = time.perf_counter() - start  # an autotuning peer tunes here
+            got = fn()
+            got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
+            if any(getattr(t, "is_cuda", False) for t in got):
+                import torch
+
+                torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - a peer's failure is data, like a kernel's
+            out.append((RunResult(Status.RUNTIME_ERROR, error=f"peer {peer.name}: {type(e).__name__}: {e}",
+                                  extra=where), None))
+            continue
+        if not peer.checked:
+            out.append((RunResult(Status.OK, extra={**where, "checked": False}), fn))
+            continue
+        rel, mx, why = compare(got, references, tol)
+        status = Status.WRONG_RESULT if why else Status.OK
+        out.append((RunResult(status, error=why, rel_err=rel, max_err=mx, extra=where), None if why else fn))
+    return out
+
+
 def bench(fns: list[Any], settings: MeasureSettings, l2_bytes: int) -> list[float]:
     """Median milliseconds of each of ``fns``, timed interleaved with CUDA events."""
     return [statistics.median(samples) for samples in rounds(fns, settings, l2_bytes)]
@@ -320,11 +351,12 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
     )
 
 
-def measure_together(candidates: list[Candidate], settings: MeasureSettings) -> list[RunResult]:
-    """Checks each candidate of one problem, then times all that pass and the baseline
-    interleaved in the same rounds (the re-time of :mod:`tilesearch.runner.retime`), so that
-    their ratios share every round's clock. Rounds are added until every ratio is within
-    ``settings.precision``."""
+def measure_together(candidates: list[Candidate], settings: MeasureSettings, peers: Sequence[Any] = ()) -> list[RunResult]:
+    """Checks each candidate of one problem and each peer (:mod:`tilesearch.runner.peer`), then
+    times all that pass and the baseline interleaved in the same rounds (the re-time of
+    :mod:`tilesearch.runner.retime`), so that their ratios share every round's clock. Rounds are
+    added until every ratio is within ``settings.precision``. One result per candidate, then
+    one per peer."""
     import torch
 
     from tilesearch.op import Problem
@@ -354,6 +386,11 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings) -> 
             continue
         results.append(RunResult(Status.OK, rel_err=rel, max_err=mx))
         fns.append(lambda kernel=kernel, outputs=outputs: kernel(*inputs, *outputs))
+    tol = op.tolerance(problem, first.config)
+    for result, fn in checked_peers(peers, op, problem, inputs, first.target, references, tol):
+        results.append(result)
+        if fn is not None:
+            fns.append(fn)
     base = op.baseline(problem, inputs) if settings.baseline else None
     if base is not None:
         fns.append(base)
@@ -370,5 +407,5 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings) -> 
         out.append(RunResult(Status.OK, tflops=op.flops(problem) / (found["latency_ms"] * 1e-3) / 1e12,
                              rel_err=result.rel_err, max_err=result.max_err,
                              measure_s=time.perf_counter() - start, **found, **clock,
-                             extra={"retimed_together": len(fns)}))
+                             extra={**result.extra, "retimed_together": len(fns)}))
     return out

@@ -13,6 +13,7 @@ from tilesearch.dataset import Dataset, DatasetError, load
 from tilesearch.op import Problem
 from tilesearch.records import Candidate, RunResult, Status
 from tilesearch.runner.base import Runner
+from tilesearch.runner.peer import Peer, untimed
 from tilesearch.space import Space
 from tilesearch.target import Target
 
@@ -54,10 +55,11 @@ class ReplayRunner(Runner):
         self.calls += 1
         return self._serve(candidate)
 
-    def retime(self, candidates: Sequence[Candidate]) -> list[RunResult]:
+    def retime(self, candidates: Sequence[Candidate], peers: Sequence[Peer] = ()) -> list[RunResult]:
         """The recorded figures again (not counted in ``calls``): a dataset holds one timing per
-        configuration and no interval, so the final choice of a replayed run is its best record."""
-        return [self._serve(c) for c in candidates]
+        configuration and no interval, so the final choice of a replayed run is its best record.
+        It holds no peer's figures: those come back ``not_recorded``."""
+        return [self._serve(c) for c in candidates] + untimed(peers, f"replay: {self.data.name} holds no peers")
 
     def _serve(self, candidate: Candidate) -> RunResult:
         where = {"replayed_from": self.data.name}

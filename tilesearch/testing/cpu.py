@@ -9,11 +9,13 @@ GPU runs. Its timings are CPU wall times, not GPU measurements: every result is 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from tilesearch.records import Candidate, RunResult, Status
 from tilesearch.runner.local import LocalRunner
-from tilesearch.runner.measure import MeasureSettings, check, figures
+from tilesearch.runner.measure import MeasureSettings, check, checked_peers, figures
 
 
 class CpuRunner(LocalRunner):
@@ -41,12 +43,12 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
     return _checked_and_timed([candidate], settings, rounds=5, extra={"device": "cpu"})[0]
 
 
-def measure_together(candidates: list[Candidate], settings: MeasureSettings) -> list[RunResult]:
+def measure_together(candidates: list[Candidate], settings: MeasureSettings, peers: Sequence[Any] = ()) -> list[RunResult]:
     """The CPU counterpart of :func:`tilesearch.runner.measure.measure_together`: each candidate
-    checked, then all that pass timed interleaved in the same 15 rounds (no baseline: the
-    intervals are those of the medians)."""
-    return _checked_and_timed(candidates, settings, rounds=15,
-                              extra={"device": "cpu", "retimed_together": len(candidates)})
+    and each peer checked, then all that pass timed interleaved in the same 15 rounds (no
+    baseline: the intervals are those of the medians)."""
+    return _checked_and_timed(candidates, settings, rounds=15, peers=peers,
+                              extra={"device": "cpu", "retimed_together": True})
 
 
 def _wall_ms(fns: list[Any], rounds: int) -> list[list[float]]:
@@ -61,8 +63,9 @@ def _wall_ms(fns: list[Any], rounds: int) -> list[list[float]]:
 
 
 def _checked_and_timed(candidates: list[Candidate], settings: MeasureSettings, *, rounds: int,
-                       extra: dict[str, Any]) -> list[RunResult]:
-    """Each candidate checked against its reference, then those that pass timed interleaved."""
+                       extra: dict[str, Any], peers: Any = ()) -> list[RunResult]:
+    """Each candidate checked against its reference, and each peer against the first one's, then
+    those that pass timed interleaved."""
     import torch
 
     from tilesearch.op import Problem
@@ -84,6 +87,20 @@ def _checked_and_timed(candidates: list[Candidate], settings: MeasureSettings, *
                                  replayed=True, measure_s=time.perf_counter() - start))
         if why is None:
             fns.append((op.flops(problem), lambda k=kernel, i=inputs, o=outputs: k(*i, *o)))
+    if peers:
+        first = candidates[0]
+        op = first.load_op()
+        problem = Problem(op.name, first.problem)
+        generator = torch.Generator().manual_seed(int(digest(first.key, settings.seed), 16) % 2**62)
+        inputs = op.make_inputs(problem, "cpu", generator)
+        made = checked_peers(peers, op, problem, inputs, first.target, op.reference(problem, inputs),
+                             op.tolerance(problem, first.config))
+        for result, fn in made:
+            results.append(replace(result, replayed=True))
+            if fn is not None:
+                fns.append((op.flops(problem), fn))
+    if "retimed_together" in extra:  # how many were timed in the same rounds, as on a GPU
+        extra = {**extra, "retimed_together": len(fns)}
     samples = iter(_wall_ms([fn for _, fn in fns], rounds))
     flops = iter(f for f, _ in fns)
     out = []
@@ -94,5 +111,12 @@ def _checked_and_timed(candidates: list[Candidate], settings: MeasureSettings, *
         found = figures(next(samples), None, settings.seed)
         out.append(RunResult(status=Status.OK, tflops=next(flops) / (found["latency_ms"] * 1e-3) / 1e12,
                              rel_err=result.rel_err, max_err=result.max_err, measure_s=time.perf_counter() - start,
-                             replayed=True, extra=dict(extra), **found))
+                             replayed=True, extra={**result.extra, **extra}, **found))
     return out
+
+
+def doubling_peer(op: Any, problem: Any, inputs: Any, target: Any, offset: float = 1.0) -> Any:
+    """A peer of :class:`~tilesearch.testing.faulty.FaultyCpuOp` (``y = 2x + 1``) in plain torch,
+    for tests of the re-time with peers; another ``offset`` makes it compute wrong results."""
+    (x,) = inputs
+    return lambda: x * 2 + offset

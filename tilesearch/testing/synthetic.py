@@ -14,6 +14,7 @@ from typing import Any
 
 from tilesearch.records import Candidate, RunResult, Status
 from tilesearch.runner.base import Runner
+from tilesearch.runner.peer import Peer, untimed
 from tilesearch.space import digest
 from tilesearch.target import Target
 
@@ -58,10 +59,10 @@ class SyntheticRunner(Runner):
     def start(self) -> Target:
         return self.target
 
-    def retime(self, candidates: Sequence[Candidate]) -> list[RunResult]:
+    def retime(self, candidates: Sequence[Candidate], peers: Sequence[Peer] = ()) -> list[RunResult]:
         """The formula's figures again, not counted in ``calls`` (which tests read as the
-        configurations the search measured) nor logged."""
-        return [self._result(c) for c in candidates]
+        configurations the search measured) nor logged; the formula knows no peers."""
+        return [self._result(c) for c in candidates] + untimed(peers, "synthetic: no peers")
 
     def run(self, candidate: Candidate) -> RunResult:
         self.calls.append(candidate)

@@ -32,11 +32,13 @@ WINDOW_S = 2.5  # signals land uniformly in this much of a run's life (start-up 
 
 @pytest.fixture(scope="module")
 def boot_s():
-    """How long the bare interpreter takes to start here (the slowest of three), before any of our code."""
+    """How long the interpreter takes here to reach the point where ``main`` installs the handlers
+    (start-up and the import of ``tilesearch.cli``, which imports nothing heavy), the slowest of
+    three: on a loaded 2-core machine this is seconds, not the 0.03 s of an idle one."""
     times = []
     for _ in range(3):
         start = time.monotonic()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        subprocess.run([sys.executable, "-c", "import tilesearch.cli"], check=True)
         times.append(time.monotonic() - start)
     return max(times)
 
@@ -108,7 +110,7 @@ def test_signals_at_random_moments_exit_130_or_143_and_a_rerun_completes(kind, t
                 mine, too_early = job.result()
                 delivered += mine
                 early += too_early
-            assert index < 20, f"only {len(delivered)} signals reached a live run"
+            assert index < 40, f"only {len(delivered)} signals reached a live run"
     assert {signal.SIGINT, signal.SIGTERM} <= set(delivered)
     late = [at for at in early if at > 3 * boot_s + 0.1]
     assert not late, f"signals at {late} s killed the run, but the interpreter starts in {boot_s:.2f} s"

@@ -143,7 +143,7 @@ class OperatorSuite:
         if not self.kernels:
             pytest.skip("operator without kernels")
         from tilesearch.builder import LocalBuilder
-        from tilesearch.deploy.exporter import tensor_specs
+        from tilesearch.deploy.exporter import as_composite, tensor_specs
 
         op = self.operator()
         problem = self.problems()[0]
@@ -152,10 +152,8 @@ class OperatorSuite:
         with LocalBuilder(workers=2, timeout=900) as builder:
             results = [f.result() for f in [builder.submit(c) for c in candidates]]
         assert all(r.ok for r in results), [r.error for r in results if not r.ok]
-        for config in configs:  # from TileLang's cache now
-            kernel = op.build(problem, config, TARGET)
-            if hasattr(kernel, "prim_func"):  # one compiled kernel (not a composite of several)
-                tensor_specs(op, problem, kernel)
+        for config in configs:  # from TileLang's cache now: export's view of it must fit make_outputs
+            tensor_specs(op, problem, as_composite(op, problem, op.build(problem, config, TARGET)))
 
     # -- GPU --
 

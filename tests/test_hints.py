@@ -1,18 +1,14 @@
-import sys
-from pathlib import Path
 
 import pytest
 
 from search_spaces.gemm import GemmOp
 from tilesearch import cli, dataset, registry, tune
+from tilesearch.experiment.record import SUBSPACE
 from tilesearch.runner import ReplayRunner
 from tilesearch.strategy import hints
 from tilesearch.target import Target
 from tilesearch.testing.synthetic import synthetic_dataset
 from tilesearch.testing.toy import ToyOp
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-from record_dataset import SUBSPACE  # noqa: E402
 
 KNOBS = {"block_m": (64, 128), "block_n": (64, 128), "block_k": (32, 64), "num_stages": (2, 3), "threads": (128, 256),
          "panel_size": (0,), "warp_policy": ("square",)}

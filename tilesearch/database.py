@@ -36,14 +36,24 @@ from tilesearch import heartbeat
 from tilesearch.errors import TilesearchError, root_cause
 from tilesearch.op import Problem
 from tilesearch.provenance import IDENTITY_ATTR, StaleStudyError, differences
-from tilesearch.records import FIGURES, BuildResult, Candidate, Figures, Final, RunResult, Status
+from tilesearch.records import (
+    FIGURES,
+    BuildResult,
+    Candidate,
+    Figures,
+    Final,
+    RunResult,
+    Status,
+    has_result,
+    is_correct,
+    is_settled,
+)
 from tilesearch.storage import rdb_storage
 from tilesearch.target import Target
 
 DEFAULT_STORAGE = "sqlite:///tilesearch.db"
 FINAL_ATTR = "final"  # study attribute: the last final re-time and the trial count it covered
 ABANDONED_S = 600.0  # trials opened by older versions got their PID right after opening
-_UNFINISHED = {Status.INTERRUPTED.value, "running", "waiting"}
 RESERVED = "#"  # study names with it belong to tilesearch (the claims side study, see tilesearch.claim)
 MAX_STUDY_NAME = 505  # Optuna's RDB column holds 512 characters, less the claims suffix
 
@@ -251,12 +261,12 @@ class TuningDatabase:
         return [TrialRecord.from_trial(t) for t in self.trials() if "key" in t.user_attrs]
 
     def finished(self) -> dict[str, TrialRecord]:
-        """Key -> first finished record (measured, failed or pruned; not interrupted, not a copy)."""
+        """Key -> first record that settles the configuration (:func:`~tilesearch.records.is_settled`:
+        a result, or pruned, or not recorded; not interrupted, not a copy or a skip)."""
         done: dict[str, TrialRecord] = {}
         for rec in self.records():
-            if rec.status in _UNFINISHED or rec.status == Status.SKIPPED.value or rec.duplicate_of is not None:
-                continue
-            done.setdefault(rec.key, rec)
+            if is_settled(rec):
+                done.setdefault(rec.key, rec)
         return done
 
     def in_flight(self) -> dict[str, int]:
@@ -268,18 +278,20 @@ class TuningDatabase:
         }
 
     def planned(self) -> int:
-        """Distinct configurations evaluated or being evaluated now, by any worker of the study."""
-        done = {k for k, r in self.finished().items() if r.status != Status.INVALID.value}
+        """Distinct configurations with a result or being measured now, by any tuning process of
+        the study: what the trial budget counts."""
+        done = {k for k, r in self.finished().items() if has_result(r)}
         return len(done | set(self.in_flight()))
 
     def evaluated(self) -> int:
-        """Distinct configurations compiled (or tried) so far: pruned ones do not count."""
-        return sum(1 for r in self.finished().values() if r.status != Status.INVALID.value)
+        """Distinct configurations with a result (:func:`~tilesearch.records.has_result`): what
+        the trial budget counts; pruned ones do not."""
+        return sum(1 for r in self.finished().values() if has_result(r))
 
     def best(self, n: int = 10) -> list[TrialRecord]:
         """The ``n`` fastest correct configurations: those of the final re-time first, in its
         order (see :meth:`final`), then the others by their latency in the search."""
-        ok = [r for r in self.finished().values() if r.status == Status.OK.value and r.latency_ms is not None]
+        ok = [r for r in self.finished().values() if is_correct(r)]
         final = self.final()
         rank = {e.trial: i for i, e in enumerate(final.entries) if e.result.status == Status.OK} if final else {}
         return sorted(ok, key=lambda r: (rank.get(r.number, len(rank)), r.latency_ms))[:n]

@@ -130,3 +130,20 @@ def test_a_dataset_row_has_a_result_exactly_when_a_trial_of_its_status_does(stat
     row = dataset.Row({"x": 1}, status, latency_ms=1.0)
     assert has_result(row) == TABLE.get(status, TABLE["skipped"])[0]
     assert row.ok == (status == "ok")
+
+
+def test_dataset_rows_and_artifact_metadata_take_their_figures_from_the_one_declaration():
+    from dataclasses import fields
+
+    from tilesearch.deploy import artifact
+    from tilesearch.records import FIGURES, Figures, figures
+
+    assert issubclass(dataset.Row, Figures)
+    assert set(dataset.KEPT) <= set(FIGURES) and set(artifact.KEPT) <= set(FIGURES)
+    # the metadata declares exactly the figures it keeps, no other and none of its own
+    assert {f.name for f in fields(artifact.Metadata)} & set(FIGURES) == set(artifact.KEPT)
+    row = dataset.Row({"x": 1}, "ok", latency_ms=2.0, speedup=1.5, latency_low=1.9)
+    assert figures(row, artifact.KEPT) == {"latency_ms": 2.0, "baseline_ms": None, "speedup": 1.5, "tflops": None}
+    assert "latency_low" not in row.to_json()  # the file format keeps only dataset.KEPT
+    with pytest.raises(ValueError, match="not figures"):
+        figures(row, ("latency",))

@@ -8,7 +8,7 @@ configuration whose key already has a finished trial is never measured again, so
 same command twice resumes.
 
 A study counts one trial per configuration it tried. A configuration proposed again (a sampler's
-repeat, a yield to another worker or to the budget) is not given a trial when the tuner can see
+repeat, a yield to another tuning process or to the budget) is not given a trial when the tuner can see
 it first; when a sampler already opened one, it is closed as FAIL with status ``skipped``.
 Not PRUNED: Optuna's TPE ranks pruned trials below every complete one, so a repeat of the best
 configuration recorded as pruned would steer TPE away from the best region; not a COMPLETE copy:
@@ -58,7 +58,7 @@ RESERVED = "#"  # study names with it belong to tilesearch (the claims side stud
 MAX_STUDY_NAME = 505  # Optuna's RDB column holds 512 characters, less the claims suffix
 
 
-# trials without a status attribute: still open, or failed by a heartbeat check (the worker died)
+# trials without a status attribute: still open, or failed by a heartbeat check (their tuning process died)
 _STATE_STATUS = {
     TrialState.RUNNING: "running",
     TrialState.WAITING: "waiting",
@@ -98,7 +98,7 @@ def open_storage(
     url: str | None = None, heartbeat: int | None = None, *, read_only: bool = False
 ) -> optuna.storages.BaseStorage:
     """An Optuna storage for ``url`` (see the module docstring for the forms accepted); with
-    ``heartbeat`` seconds, relational storages fail trials of silent workers. ``read_only``
+    ``heartbeat`` seconds, relational storages fail trials of silent tuning processes. ``read_only``
     storages are never created or written (a missing file is a :class:`StorageError`)."""
     url = storage_url(url)
     if url == ":memory:":
@@ -309,9 +309,9 @@ class TuningDatabase:
 
     def fail_stale(self) -> int:
         """Marks this host's running trials whose process is gone as interrupted, and, on a storage
-        with heartbeats, fails any worker's trials whose heartbeat stopped; returns how many
+        with heartbeats, fails any tuning process's trials whose heartbeat stopped; returns how many
         trials of this host it marked. A trial still without a PID ``ABANDONED_S`` after it
-        opened (a worker of an older version died in between) is marked too, and so is a WAITING
+        opened (a tuning process of an older version died in between) is marked too, and so is a WAITING
         trial, which only older versions queued and which nothing pops any more."""
         with warnings.catch_warnings():  # no-op without heartbeats; marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -325,14 +325,14 @@ class TuningDatabase:
                 continue
             if trial.state != TrialState.RUNNING:
                 continue
-            if self.worker_alive(trial) is not False and not _abandoned(trial):
+            if self.owner_alive(trial) is not False and not _abandoned(trial):
                 continue
             self._tell(trial.number, Status.INTERRUPTED, {"error": "the tuning process ended before this trial"})
             count += 1
         return count
 
     def live_in_flight(self, exclude: Iterable[int] = ()) -> int:
-        """Running trials, less ``exclude``, whose worker may be alive: this host's by their PID;
+        """Running trials, less ``exclude``, whose tuning process may be alive: this host's by their PID;
         another host's only if the storage keeps heartbeats (which would fail them once dead)."""
         skip = set(exclude)
         remote = heartbeat.interval(self.storage) is not None
@@ -340,11 +340,11 @@ class TuningDatabase:
         for trial in self.trials():
             if trial.state != TrialState.RUNNING or "key" not in trial.user_attrs or trial.number in skip:
                 continue
-            alive = self.worker_alive(trial)
+            alive = self.owner_alive(trial)
             count += alive if alive is not None else remote
         return count
 
-    def worker_alive(self, trial: FrozenTrial) -> bool | None:
+    def owner_alive(self, trial: FrozenTrial) -> bool | None:
         """Whether the process that opened ``trial`` lives: known for this host's trials (by PID;
         a trial whose PID is not written yet counts as alive), ``None`` for another host's."""
         a = trial.user_attrs
@@ -358,7 +358,7 @@ class TuningDatabase:
         The trial is created RUNNING with its owner (PID, host) and any fixed parameters in one
         storage write, where ``study.enqueue_trial`` + ``study.ask`` would take several: a process
         killed in between left a WAITING trial that nothing pops, or a trial without an owner,
-        and another worker's ``ask`` could pop this worker's enqueued configuration."""
+        and another tuning process's ``ask`` could pop this one's enqueued configuration."""
         fixed = dict(params or {})
         template = FrozenTrial(
             number=-1, state=TrialState.RUNNING, value=None, datetime_start=datetime.datetime.now(),
@@ -427,7 +427,7 @@ class TuningDatabase:
         try:
             self._write(number, status, fields)
         except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
-            # another worker failed the trial meanwhile (its heartbeat lapsed): that record stands
+            # another tuning process failed the trial meanwhile (its heartbeat lapsed): that record stands
             if self.storage.get_trial(self._trial_id(number)).state == TrialState.RUNNING:
                 raise
 

@@ -22,8 +22,8 @@ class Status(str, enum.Enum):
     INVALID = "invalid"  # pruned by a constraint before compiling
     COMPILE_ERROR = "compile_error"
     COMPILE_TIMEOUT = "compile_timeout"
-    RUNTIME_ERROR = "runtime_error"  # raised, crashed the CUDA context or the worker
-    RUN_TIMEOUT = "run_timeout"  # hung: the worker was killed and restarted
+    RUNTIME_ERROR = "runtime_error"  # raised, crashed the CUDA context or the runner's worker process
+    RUN_TIMEOUT = "run_timeout"  # hung: the runner's worker process was killed and restarted
     WRONG_RESULT = "wrong_result"
     INTERRUPTED = "interrupted"  # the tuning process stopped before the trial finished
     NOT_RECORDED = "not_recorded"  # a replay runner's dataset has no measurement of it
@@ -77,7 +77,7 @@ class Figures:
     ``latency_ms`` is the median kernel time over ``runs`` timed runs, ``latency_q1`` and
     ``latency_q3`` its quartiles, ``latency_low``/``latency_high`` the 95% interval of the median;
     ``baseline_ms`` the median time of the op's baseline timed interleaved with it in the same
-    worker; ``speedup`` is ``baseline_ms / latency_ms`` and ``speedup_low``/``speedup_high`` its 95%
+    worker process; ``speedup`` is ``baseline_ms / latency_ms`` and ``speedup_low``/``speedup_high`` its 95%
     interval from a paired bootstrap over the interleaved rounds (:mod:`tilesearch.runner.stats`).
     ``sm_clock_mhz`` (lowest), ``temp_c`` and ``power_w`` (highest) are NVML's readings while the
     rounds ran; ``throttled`` says the clock sat well below its usual level even after a second try.
@@ -219,7 +219,7 @@ class Final:
         basis: what the intervals compare: ``speedup`` (ratio to the baseline), ``latency``
             (medians, without a baseline) or ``none`` (no intervals: replayed figures).
         together: whether the entries were timed interleaved in the same rounds of one fresh
-            worker; ``False`` when each was measured (or served from a dataset) alone.
+            worker process; ``False`` when each was measured (or served from a dataset) alone.
         replayed: the figures come from a dataset or a test runner, not a GPU.
     """
 

@@ -28,7 +28,7 @@ class Runner(abc.ABC):
 
     @abc.abstractmethod
     def start(self) -> Target:
-        """Starts the device worker; raises :class:`NoDeviceError` if there is no device."""
+        """Starts the worker process on the device; raises :class:`NoDeviceError` if there is no device."""
 
     def prepare(self, problem: Problem, space: Space) -> Space:
         """Called once after :meth:`start`: the space to search for ``problem`` (``space``, unless
@@ -42,7 +42,7 @@ class Runner(abc.ABC):
     def retime(self, candidates: Sequence[Candidate]) -> list[RunResult]:
         """Times ``candidates`` (of one problem, compiled before) again, together, for the final
         choice (see :mod:`tilesearch.runner.retime`); one result each, in order. A GPU runner does
-        it in one fresh worker, the candidates and the baseline interleaved in the same rounds.
+        it in one fresh worker process, the candidates and the baseline interleaved in the same rounds.
         This default runs each alone through :meth:`run` (a replay runner thus serves its records
         again), and the results say so: ``extra["retimed_together"]`` is absent."""
         return [self.run(c) for c in candidates]

@@ -253,7 +253,7 @@ DAMAGED = {
     "header without target": (_edit("header", lambda h: {k: v for k, v in h.items() if k != "target"}), "target"),
     "header without op": (_edit("header", lambda h: {k: v for k, v in h.items() if k != "op"}), "op"),
     "header with knobs null": (_edit("header", lambda h: {**h, "knobs": None}), "knobs"),
-    "header of version 2": (_edit("header", lambda h: {**h, "version": 2}), "format version 2"),
+    "header of version 3": (_edit("header", lambda h: {**h, "version": 3}), "format version 3"),
     "header of another format": (_edit("header", lambda h: {**h, "format": "csv"}), "not a tilesearch-sweep"),
     "row without config": (_edit("row", lambda r: {k: v for k, v in r.items() if k != "config"}), "no config"),
     "row config a list": (_edit("row", lambda r: {**r, "config": [1, 2]}), "no config"),

@@ -171,7 +171,8 @@ def has_result(record: Any) -> bool:
       nothing was built or run; it costs no trial of the budget and teaches no cost model. It is
       settled, though (:func:`is_settled`): the constraint would reject it again;
     - ``not_recorded``: a replay dataset has no row for it; nothing is known, and asking the same
-      dataset again would tell nothing more (settled, like ``invalid``).
+      dataset again would tell nothing more (settled, like ``invalid``). It costs no trial of the
+      budget, so a replayed search over a dataset with gaps gets as many results as one on the GPU.
     """
     return getattr(record, "duplicate_of", None) is None and _status(record) in RESULTS
 

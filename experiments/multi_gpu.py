@@ -71,7 +71,7 @@ def run_two(args, storage, cores):
     wall = time.perf_counter() - start
     workers = [{"gpu": w.gpu, "error": w.error, "measured": w.result.measured_now if w.result else 0,
                 "statuses": w.result.statuses if w.result else {}, "wall_s": w.result.wall_s if w.result else None}
-               for w in result.workers]
+               for w in result.processes]
     return {"wall_s": wall, "workers": workers, "study": result.study}
 
 

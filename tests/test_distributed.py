@@ -121,8 +121,8 @@ def test_tune_parallel_runs_one_worker_per_gpu_on_one_study(tmp_path):
         TOY_OP, {"size": 64}, gpus=[0, 1], settings=settings,
         runner="tilesearch.testing.worker:synthetic_runner", runner_kwargs={"delay": 0.02, "log": log},
     )
-    assert [w.error for w in result.workers] == [None, None]
-    assert [w.gpu for w in result.workers] == [0, 1]
+    assert [w.error for w in result.processes] == [None, None]
+    assert [w.gpu for w in result.processes] == [0, 1]
     keys = [key for key, _ in runs(log)]
     assert len(keys) == len(set(keys)) == result.measured_now == 20
     assert result.best and result.best[0].latency_ms == min(r.latency_ms for r in measured(TuningDatabase(
@@ -133,7 +133,7 @@ def test_tune_parallel_reports_a_worker_that_could_not_start(tmp_path):
     settings = TuneSettings(trials=4, storage=f"sqlite:///{tmp_path / 'p.db'}", study="p")
     result = tune_parallel(TOY_OP, {"size": 64}, gpus=[0], settings=settings,
                            runner="tilesearch.testing.worker:no_such_factory")
-    assert result.workers[0].result is None and "no_such_factory" in result.workers[0].error
+    assert result.processes[0].result is None and "no_such_factory" in result.processes[0].error
 
 
 @pytest.mark.parametrize(
@@ -141,8 +141,8 @@ def test_tune_parallel_reports_a_worker_that_could_not_start(tmp_path):
     [
         (["worker", "op=gemm", "m=64", "n=64", "k=64"], "storage=URL"),
         (["worker", "op=gemm", "m=64", "n=64", "k=64", "storage=:memory:"], "storage=URL"),
-        (["worker", "op=gemm", "m=64", "n=64", "k=64", "storage=sqlite:///x.db", "gpus=0,1"], "one process"),
-        (["tune", "op=gemm", "m=64", "n=64", "k=64", "workers=3", "gpus=0,1"], "one worker per GPU"),
+        (["worker", "op=gemm", "m=64", "n=64", "k=64", "storage=sqlite:///x.db", "gpus=0,1"], "one tuning process on one GPU"),
+        (["tune", "op=gemm", "m=64", "n=64", "k=64", "workers=3", "gpus=0,1"], "one tuning process per GPU"),
         (["tune", "op=gemm", "m=64", "n=64", "k=64", "gpus=0,0"], "distinct"),
         (["tune", "op=gemm", "m=64", "n=64", "k=64", "gpus=a"], "device indices"),
         (["tune", "op=gemm", "m=64", "n=64", "k=64", "gpus=0,1", "storage=:memory:"], "cannot be shared"),

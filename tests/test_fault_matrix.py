@@ -112,7 +112,7 @@ BAD_SETTINGS = [
     (["progress=2"], "must be true or false"),
     (["gpus=a,b"], "must list device indices"),
     (["gpus=0,0"], "distinct device indices"),
-    (["workers=2", "gpus=0"], "one worker per GPU"),
+    (["workers=2", "gpus=0"], "one tuning process per GPU"),
     (["strategy=annealing"], "unknown strategy"),
     (["strategy="], "strategy= is empty"),
     (["runner="], "runner= is empty"),

@@ -1,7 +1,7 @@
-"""Atomic claims: workers sharing a study never measure one configuration twice.
+"""Atomic claims: tuning processes sharing a study never measure one configuration twice.
 
 Reading the study for a configuration's key and then opening a trial for it is a race between
-processes: two workers both read "not taken" and both measure. A claim closes it with the one
+processes: two tuning processes both read "not taken" and both measure. A claim closes it with the one
 step every Optuna storage makes atomic and orders: creating a trial. Claiming key ``K`` for trial
 ``T`` appends a *ticket* (a trial carrying ``K`` and ``T``, created in one step) to a side study
 ``<study>#claims``; trial numbers follow creation order (Optuna numbers trials under a lock on
@@ -12,17 +12,18 @@ names holding ``#`` are refused (:func:`tilesearch.database.check_study_name`), 
 can be, or write into, another's claims. The claimant then reads the earlier tickets
 for ``K``, oldest first, and looks at the trial each one names in the main study:
 
-- still running: another worker holds ``K``; the claimant yields (:attr:`Verdict.BUSY`);
-- finished with a result: ``K`` is done; the claimant records a copy (:attr:`Verdict.DONE`);
+- still running: another tuning process holds ``K``; the claimant yields (:attr:`Verdict.BUSY`);
+- finished with a result (:func:`tilesearch.records.has_result`, the one rule): ``K`` is done;
+  the claimant records a copy (:attr:`Verdict.DONE`);
 - ended without a result (interrupted, failed by a heartbeat check, yielded itself): skipped.
 
 If no earlier ticket holds ``K``, the claimant owns it, unless the study's budget of distinct
 configurations is already held by earlier tickets (running or finished with a result): then it
-yields (:attr:`Verdict.FULL`), so that workers starting their last trials together never
+yields (:attr:`Verdict.FULL`), so that tuning processes starting their last trials together never
 overshoot ``trials``. Two owners at once are impossible: the
 later ticket's reader sees the earlier ticket, whose trial ends without a result only if its
-worker yielded or died. Trials that yield to a holder are recorded as pruned with ``duplicate_of``,
-those that yield to the budget as pruned with that reason; a key is free again as soon as its
+tuning process yielded or died. Trials that yield to a holder are recorded as ``skipped`` with
+``duplicate_of``, those that yield to the budget as ``skipped`` with that reason; a key is free again as soon as its
 holder's trial ends without a result.
 """
 
@@ -36,6 +37,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tilesearch.database import TrialRecord, TuningDatabase
+from tilesearch.records import has_result
 
 SUFFIX = "#claims"
 KIND = "claims"  # the side study's user attribute ``tilesearch``, so that tools can tell it apart
@@ -96,32 +98,26 @@ class Claims:
             held = trials.get(t.user_attrs["trial"])
             if held is None or held.number == number:
                 continue
-            if held.state == TrialState.RUNNING and self.db.worker_alive(held) is not False:
+            if held.state == TrialState.RUNNING and self.db.owner_alive(held) is not False:
                 return Claim(Verdict.BUSY, TrialRecord.from_trial(held))
             record = TrialRecord.from_trial(held)
-            if held.state.is_finished() and _has_result(record):
+            if held.state.is_finished() and has_result(record):
                 return Claim(Verdict.DONE, record)
         return Claim(Verdict.OWNED)
 
     def _held(self, tickets: list[FrozenTrial], trials: dict[int, FrozenTrial]) -> set[str]:
-        """Keys of ``tickets`` whose trial is running in a live worker or finished with a result."""
+        """Keys of ``tickets`` whose trial is running in a live tuning process or finished with a result."""
         held = set()
         for t in tickets:
             trial = trials.get(t.user_attrs.get("trial"))
             if trial is None:
                 continue
             if trial.state == TrialState.RUNNING:
-                if self.db.worker_alive(trial) is not False:
+                if self.db.owner_alive(trial) is not False:
                     held.add(t.user_attrs["key"])
-            elif trial.state.is_finished() and _has_result(TrialRecord.from_trial(trial)):
+            elif trial.state.is_finished() and has_result(TrialRecord.from_trial(trial)):
                 held.add(t.user_attrs["key"])
         return held
 
     def tickets(self) -> list[FrozenTrial]:
         return self.storage.get_all_trials(self.study_id, deepcopy=False)
-
-
-def _has_result(record: TrialRecord) -> bool:
-    return record.duplicate_of is None and record.status not in (
-        "invalid", "interrupted", "running", "waiting", "unknown", "skipped"
-    )

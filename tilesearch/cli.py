@@ -25,9 +25,9 @@ commands:
                        (runner=replay:FILE serves a recorded dataset instead of a GPU;
                        hints=carver tries TileLang Carver's recommendations first)
        [gpus=0,1 | workers=N]
-                       one worker process per GPU, all on one study
+                       one tuning process per GPU, all on one study
   worker op=NAME PARAMS... storage=URL [study=NAME ...]
-                       one worker of a study shared with other processes or hosts
+                       one tuning process of a study shared with other processes or hosts
                        (storage=postgresql://..., sqlite:///FILE.db or journal:FILE)
   show op=NAME PARAMS... [top=10 storage=URL]
                        print the best configurations found for a problem
@@ -123,7 +123,8 @@ def _load_problem(pairs: dict[str, str], settings_keys: tuple[str, ...] = ()) ->
 
 
 def _gpus(pairs: dict[str, str]) -> list[int] | None:
-    """Devices of ``gpus=0,1`` or ``workers=N`` (GPUs 0..N-1); ``None`` for one worker in-process."""
+    """Devices of ``gpus=0,1`` or ``workers=N`` (GPUs 0..N-1), one tuning process each (``workers``
+    keeps its name for users' scripts); ``None`` for one tuning loop in this process."""
     raw_gpus, raw_workers = pairs.pop("gpus", None), pairs.pop("workers", None)
     workers = int(_coerce("workers", raw_workers, 1)) if raw_workers is not None else None
     if raw_gpus is None:
@@ -135,18 +136,19 @@ def _gpus(pairs: dict[str, str]) -> list[int] | None:
     if not gpus or len(set(gpus)) != len(gpus) or min(gpus) < 0:
         raise UsageError(f"gpus={raw_gpus!r} must list distinct device indices, e.g. gpus=0,1")
     if workers is not None and workers != len(gpus):
-        raise UsageError(f"workers={workers} but gpus={raw_gpus} names {len(gpus)}: one worker per GPU")
+        raise UsageError(f"workers={workers} but gpus={raw_gpus} names {len(gpus)}: one tuning process per GPU")
     return gpus
 
 
 def cmd_worker(args: list[str]) -> int:
+    """``tilesearch worker``: one tuning process of a shared study (the command keeps its name)."""
     from tilesearch.database import storage_url
 
     pairs = parse_pairs(args)
     if "storage" not in pairs or storage_url(pairs["storage"]) == ":memory:":
-        raise UsageError("worker needs storage=URL shared with the other workers, e.g. storage=postgresql://...")
+        raise UsageError("worker needs storage=URL shared with the other tuning processes, e.g. storage=postgresql://...")
     if "gpus" in pairs or "workers" in pairs:
-        raise UsageError("worker is one process on one GPU (device=N); use tune gpus=0,1 for several")
+        raise UsageError("worker is one tuning process on one GPU (device=N); use tune gpus=0,1 for several")
     return cmd_tune(args)
 
 
@@ -195,7 +197,7 @@ def cmd_tune(args: list[str]) -> int:
     print(f"gpu: {result.target.gpu} ({result.target.arch})")
     print(
         f"measured now: {result.measured_now} in {result.wall_s:.1f} s wall "
-        f"({result.compile_s:.1f} s of compilation across workers); statuses: {report.status_line(result.statuses)}"
+        f"({result.compile_s:.1f} s of compilation in the compile pool); statuses: {report.status_line(result.statuses)}"
     )
     if result.replayed:
         print("pipeline: replayed, nothing compiled or measured")
@@ -261,20 +263,20 @@ def _tune_parallel(op: str, problem: Any, gpus: list[int], settings: Any) -> int
         result = tune_parallel(op, problem.to_dict(), gpus=gpus, settings=settings)
     except SharedStorageError as exc:
         raise UsageError(str(exc)) from None
-    for w in result.workers:
+    for w in result.processes:
         if w.result is not None:
             line = f"measured {w.result.measured_now} in {w.result.wall_s:.1f} s"
             line += f" ({report.status_line(w.result.statuses)})"
         else:
             line = f"failed: {(w.error or '').splitlines()[0] if w.error else 'unknown'}"
-        print(f"worker {w.index} (gpu {w.gpu}): {line}")
+        print(f"tuning process {w.index} (gpu {w.gpu}): {line}")
     if result.study is None:
-        raise UsageError("no worker could start; see the errors above")
+        raise UsageError("no tuning process could start; see the errors above")
     print(f"study: {result.study}")
     print(f"measured now: {result.measured_now} in {result.wall_s:.1f} s wall; statuses: "
           f"{report.status_line(result.statuses)}")
     print(report.best_table(result.best) if result.best else "no correct configuration yet")
-    return 0 if all(w.result is not None for w in result.workers) else 1
+    return 0 if all(w.result is not None for w in result.processes) else 1
 
 
 def cmd_show(args: list[str]) -> int:

@@ -8,7 +8,7 @@ configuration whose key already has a finished trial is never measured again, so
 same command twice resumes.
 
 A study counts one trial per configuration it tried. A configuration proposed again (a sampler's
-repeat, a yield to another worker or to the budget) is not given a trial when the tuner can see
+repeat, a yield to another tuning process or to the budget) is not given a trial when the tuner can see
 it first; when a sampler already opened one, it is closed as FAIL with status ``skipped``.
 Not PRUNED: Optuna's TPE ranks pruned trials below every complete one, so a repeat of the best
 configuration recorded as pruned would steer TPE away from the best region; not a COMPLETE copy:
@@ -36,19 +36,29 @@ from tilesearch import heartbeat
 from tilesearch.errors import TilesearchError, root_cause
 from tilesearch.op import Problem
 from tilesearch.provenance import IDENTITY_ATTR, StaleStudyError, differences
-from tilesearch.records import FIGURES, BuildResult, Candidate, Figures, Final, RunResult, Status
+from tilesearch.records import (
+    FIGURES,
+    BuildResult,
+    Candidate,
+    Figures,
+    Final,
+    RunResult,
+    Status,
+    has_result,
+    is_correct,
+    is_settled,
+)
 from tilesearch.storage import rdb_storage
 from tilesearch.target import Target
 
 DEFAULT_STORAGE = "sqlite:///tilesearch.db"
 FINAL_ATTR = "final"  # study attribute: the last final re-time and the trial count it covered
 ABANDONED_S = 600.0  # trials opened by older versions got their PID right after opening
-_UNFINISHED = {Status.INTERRUPTED.value, "running", "waiting"}
 RESERVED = "#"  # study names with it belong to tilesearch (the claims side study, see tilesearch.claim)
 MAX_STUDY_NAME = 505  # Optuna's RDB column holds 512 characters, less the claims suffix
 
 
-# trials without a status attribute: still open, or failed by a heartbeat check (the worker died)
+# trials without a status attribute: still open, or failed by a heartbeat check (their tuning process died)
 _STATE_STATUS = {
     TrialState.RUNNING: "running",
     TrialState.WAITING: "waiting",
@@ -88,7 +98,7 @@ def open_storage(
     url: str | None = None, heartbeat: int | None = None, *, read_only: bool = False
 ) -> optuna.storages.BaseStorage:
     """An Optuna storage for ``url`` (see the module docstring for the forms accepted); with
-    ``heartbeat`` seconds, relational storages fail trials of silent workers. ``read_only``
+    ``heartbeat`` seconds, relational storages fail trials of silent tuning processes. ``read_only``
     storages are never created or written (a missing file is a :class:`StorageError`)."""
     url = storage_url(url)
     if url == ":memory:":
@@ -251,12 +261,12 @@ class TuningDatabase:
         return [TrialRecord.from_trial(t) for t in self.trials() if "key" in t.user_attrs]
 
     def finished(self) -> dict[str, TrialRecord]:
-        """Key -> first finished record (measured, failed or pruned; not interrupted, not a copy)."""
+        """Key -> first record that settles the configuration (:func:`~tilesearch.records.is_settled`:
+        a result, or pruned, or not recorded; not interrupted, not a copy or a skip)."""
         done: dict[str, TrialRecord] = {}
         for rec in self.records():
-            if rec.status in _UNFINISHED or rec.status == Status.SKIPPED.value or rec.duplicate_of is not None:
-                continue
-            done.setdefault(rec.key, rec)
+            if is_settled(rec):
+                done.setdefault(rec.key, rec)
         return done
 
     def in_flight(self) -> dict[str, int]:
@@ -268,18 +278,20 @@ class TuningDatabase:
         }
 
     def planned(self) -> int:
-        """Distinct configurations evaluated or being evaluated now, by any worker of the study."""
-        done = {k for k, r in self.finished().items() if r.status != Status.INVALID.value}
+        """Distinct configurations with a result or being measured now, by any tuning process of
+        the study: what the trial budget counts."""
+        done = {k for k, r in self.finished().items() if has_result(r)}
         return len(done | set(self.in_flight()))
 
     def evaluated(self) -> int:
-        """Distinct configurations compiled (or tried) so far: pruned ones do not count."""
-        return sum(1 for r in self.finished().values() if r.status != Status.INVALID.value)
+        """Distinct configurations with a result (:func:`~tilesearch.records.has_result`): what
+        the trial budget counts; pruned ones do not."""
+        return sum(1 for r in self.finished().values() if has_result(r))
 
     def best(self, n: int = 10) -> list[TrialRecord]:
         """The ``n`` fastest correct configurations: those of the final re-time first, in its
         order (see :meth:`final`), then the others by their latency in the search."""
-        ok = [r for r in self.finished().values() if r.status == Status.OK.value and r.latency_ms is not None]
+        ok = [r for r in self.finished().values() if is_correct(r)]
         final = self.final()
         rank = {e.trial: i for i, e in enumerate(final.entries) if e.result.status == Status.OK} if final else {}
         return sorted(ok, key=lambda r: (rank.get(r.number, len(rank)), r.latency_ms))[:n]
@@ -297,9 +309,9 @@ class TuningDatabase:
 
     def fail_stale(self) -> int:
         """Marks this host's running trials whose process is gone as interrupted, and, on a storage
-        with heartbeats, fails any worker's trials whose heartbeat stopped; returns how many
+        with heartbeats, fails any tuning process's trials whose heartbeat stopped; returns how many
         trials of this host it marked. A trial still without a PID ``ABANDONED_S`` after it
-        opened (a worker of an older version died in between) is marked too, and so is a WAITING
+        opened (a tuning process of an older version died in between) is marked too, and so is a WAITING
         trial, which only older versions queued and which nothing pops any more."""
         with warnings.catch_warnings():  # no-op without heartbeats; marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -313,14 +325,14 @@ class TuningDatabase:
                 continue
             if trial.state != TrialState.RUNNING:
                 continue
-            if self.worker_alive(trial) is not False and not _abandoned(trial):
+            if self.owner_alive(trial) is not False and not _abandoned(trial):
                 continue
             self._tell(trial.number, Status.INTERRUPTED, {"error": "the tuning process ended before this trial"})
             count += 1
         return count
 
     def live_in_flight(self, exclude: Iterable[int] = ()) -> int:
-        """Running trials, less ``exclude``, whose worker may be alive: this host's by their PID;
+        """Running trials, less ``exclude``, whose tuning process may be alive: this host's by their PID;
         another host's only if the storage keeps heartbeats (which would fail them once dead)."""
         skip = set(exclude)
         remote = heartbeat.interval(self.storage) is not None
@@ -328,11 +340,11 @@ class TuningDatabase:
         for trial in self.trials():
             if trial.state != TrialState.RUNNING or "key" not in trial.user_attrs or trial.number in skip:
                 continue
-            alive = self.worker_alive(trial)
+            alive = self.owner_alive(trial)
             count += alive if alive is not None else remote
         return count
 
-    def worker_alive(self, trial: FrozenTrial) -> bool | None:
+    def owner_alive(self, trial: FrozenTrial) -> bool | None:
         """Whether the process that opened ``trial`` lives: known for this host's trials (by PID;
         a trial whose PID is not written yet counts as alive), ``None`` for another host's."""
         a = trial.user_attrs
@@ -346,7 +358,7 @@ class TuningDatabase:
         The trial is created RUNNING with its owner (PID, host) and any fixed parameters in one
         storage write, where ``study.enqueue_trial`` + ``study.ask`` would take several: a process
         killed in between left a WAITING trial that nothing pops, or a trial without an owner,
-        and another worker's ``ask`` could pop this worker's enqueued configuration."""
+        and another tuning process's ``ask`` could pop this one's enqueued configuration."""
         fixed = dict(params or {})
         template = FrozenTrial(
             number=-1, state=TrialState.RUNNING, value=None, datetime_start=datetime.datetime.now(),
@@ -415,7 +427,7 @@ class TuningDatabase:
         try:
             self._write(number, status, fields)
         except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
-            # another worker failed the trial meanwhile (its heartbeat lapsed): that record stands
+            # another tuning process failed the trial meanwhile (its heartbeat lapsed): that record stands
             if self.storage.get_trial(self._trial_id(number)).state == TrialState.RUNNING:
                 raise
 

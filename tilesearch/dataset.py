@@ -36,14 +36,18 @@ from pathlib import Path
 from typing import IO, Any
 
 from tilesearch.errors import TilesearchError
-from tilesearch.records import Status
+from tilesearch.records import Figures, Status, figures, has_result, is_correct
 from tilesearch.space import Categorical, Config, IntRange, Knob, PowerOfTwo, Space, config_key
 
 FORMAT = "tilesearch-sweep"
 VERSION = 2  # 2 added ``sample``: how the rows were chosen when they are not every valid configuration
 READABLE = (1, 2)
 ERROR_CHARS = 300
-FIGURES = ("latency_ms", "tflops", "baseline_ms", "speedup", "rel_err", "compile_s", "measure_s")
+# the figures (:class:`~tilesearch.records.Figures`, declared there once) that a row keeps in the
+# file, then the row's own compile and measure times; the intervals and GPU readings are not kept
+# (format versions 1 and 2)
+KEPT = ("latency_ms", "tflops", "baseline_ms", "speedup", "rel_err")
+FIGURES = (*KEPT, "compile_s", "measure_s")
 
 
 class DatasetError(TilesearchError, ValueError):
@@ -51,23 +55,21 @@ class DatasetError(TilesearchError, ValueError):
 
 
 @dataclass(frozen=True)
-class Row:
-    """One configuration's outcome."""
+class Row(Figures):
+    """One configuration's outcome: its status and error, its :class:`~tilesearch.records.Figures`
+    (those of :data:`KEPT` are written; the others are ``None`` when read back) and the times it
+    took to compile and measure."""
 
     config: Config
     status: str
     error: str | None = None
-    latency_ms: float | None = None
-    tflops: float | None = None
-    baseline_ms: float | None = None
-    speedup: float | None = None
-    rel_err: float | None = None
     compile_s: float | None = None
     measure_s: float | None = None
 
     @property
     def ok(self) -> bool:
-        return self.status == Status.OK.value and self.latency_ms is not None
+        """Measured correct (:func:`tilesearch.records.is_correct`)."""
+        return is_correct(self)
 
     def to_json(self) -> dict[str, Any]:
         error = self.error if self.error is None else short_error(self.error)
@@ -330,16 +332,16 @@ def load(path: str | Path) -> Dataset:
 
 
 def rows_from_records(records: Iterable[Any]) -> list[Row]:
-    """Dataset rows from a study's :class:`~tilesearch.database.TrialRecord`s: the first finished
-    record of each configuration, pruned and interrupted ones left out."""
+    """Dataset rows from a study's :class:`~tilesearch.database.TrialRecord`s: the first record of
+    each configuration that has a result (:func:`tilesearch.records.has_result`)."""
     rows: dict[str, Row] = {}
     for rec in records:
-        if rec.duplicate_of is not None or rec.status in (Status.INVALID.value, Status.INTERRUPTED.value, Status.SKIPPED.value, "running"):
+        if not has_result(rec):
             continue
         key = config_key(rec.config)
         if key not in rows:
-            rows[key] = Row(config=rec.config, status=rec.status, error=rec.error,
-                            **{name: getattr(rec, name) for name in FIGURES})
+            rows[key] = Row(config=rec.config, status=rec.status, error=rec.error, compile_s=rec.compile_s,
+                            measure_s=rec.measure_s, **figures(rec, KEPT))
     return list(rows.values())
 
 

@@ -1,11 +1,16 @@
-"""One study tuned by several worker processes on this host, one per GPU.
+"""One study tuned by several tuning processes on this host, one per GPU.
 
-Each worker is the ordinary tuning loop (:func:`tilesearch.tuner.tune`) with its own runner on
-its own GPU and its own share of the compile processes; the workers meet only in the storage,
-where claims keep them from measuring a configuration twice (:mod:`tilesearch.claim`). Workers
-on other hosts join the same study with ``tilesearch worker ... storage=postgresql://...``.
-Worker ``i`` seeds its strategy with ``seed + i`` so that the workers do not all propose the
-same configurations first.
+Each tuning process is the ordinary tuning loop (:func:`tilesearch.tuner.tune`) with its own
+runner (and its worker process) on its own GPU and its own share of the cores for its compile
+pool; the tuning processes meet only in the storage, where claims keep them from measuring a
+configuration twice (:mod:`tilesearch.claim`). Tuning processes on other hosts join the same
+study with ``tilesearch worker ... storage=postgresql://...``. Tuning process ``i`` seeds its
+strategy with ``seed + i`` so that they do not all propose the same configurations first.
+
+The user-facing names ``tilesearch worker``, ``workers=N`` and ``build_workers`` predate these
+words and stay, so that users' commands and scripts keep working: ``worker``/``workers`` there
+count tuning processes, ``build_workers`` the worker processes of one compile pool (see the
+README's "Words").
 """
 
 from __future__ import annotations
@@ -30,12 +35,12 @@ _CTX = mp.get_context("spawn")
 
 
 class SharedStorageError(ValueError):
-    """Workers in separate processes need a storage they can all open."""
+    """Tuning processes need a storage they can all open."""
 
 
 @dataclass(frozen=True)
-class WorkerOutcome:
-    """How one worker ended: its result, or the error (or exit code) that ended it."""
+class TuningOutcome:
+    """How one tuning process ended: its result, or the error (or exit code) that ended it."""
 
     index: int
     gpu: int
@@ -45,22 +50,27 @@ class WorkerOutcome:
 
 @dataclass
 class ParallelResult:
-    """The workers' outcomes and the study's best trials after all of them stopped."""
+    """The tuning processes' outcomes and the study's best trials after all of them stopped."""
 
     study: str | None
     storage: str
-    workers: list[WorkerOutcome]
+    processes: list[TuningOutcome]
     best: list[TrialRecord] = field(default_factory=list)
     wall_s: float = 0.0
 
     @property
+    def workers(self) -> list[TuningOutcome]:
+        """The old name of :attr:`processes`, kept for users' scripts."""
+        return self.processes
+
+    @property
     def measured_now(self) -> int:
-        return sum(w.result.measured_now for w in self.workers if w.result is not None)
+        return sum(w.result.measured_now for w in self.processes if w.result is not None)
 
     @property
     def statuses(self) -> dict[str, int]:
         total: dict[str, int] = {}
-        for w in self.workers:
+        for w in self.processes:
             for status, n in (w.result.statuses if w.result else {}).items():
                 total[status] = total.get(status, 0) + n
         return total
@@ -76,25 +86,25 @@ def tune_parallel(
     runner_kwargs: dict[str, Any] | None = None,
     knobs: Mapping[str, Sequence[Any]] | None = None,
 ) -> ParallelResult:
-    """Tunes ``op`` on ``problem`` with one worker process per entry of ``gpus``.
+    """Tunes ``op`` on ``problem`` with one tuning process per entry of ``gpus``.
 
     Args:
-        op: registered operator name or import path (workers load it themselves).
+        op: registered operator name or import path (each tuning process loads it itself).
         problem: the problem's parameters.
-        gpus: CUDA device index of each worker.
-        settings: shared settings; ``trials`` counts the whole study. ``build_workers`` is per
-            worker (default: the cores split evenly between the workers).
+        gpus: CUDA device index of each tuning process.
+        settings: shared settings; ``trials`` counts the whole study. ``build_workers`` is the
+            compile pool of each tuning process (default: the cores split evenly between them).
         runner: import path of ``f(settings, **runner_kwargs) -> Runner`` to use instead of a
-            :class:`~tilesearch.runner.LocalRunner` on the worker's GPU (tests).
+            :class:`~tilesearch.runner.LocalRunner` on the process's GPU (tests).
         runner_kwargs: keyword arguments for ``runner``.
         knobs: search only these values of these knobs (the op's constraints kept, for
-            ``settings.arch``, default ``sm_90a``): each worker narrows the op's space itself,
+            ``settings.arch``, default ``sm_90a``): each tuning process narrows the op's space itself,
             as a space's constraints do not cross processes.
     """
     settings = settings or TuneSettings()
     url = storage_url(settings.storage)
     if url == ":memory:":
-        raise SharedStorageError("storage=:memory: cannot be shared between worker processes; use a file")
+        raise SharedStorageError("storage=:memory: cannot be shared between tuning processes; use a file")
     if not gpus:
         raise ValueError("gpus must name at least one device")
     cores = settings.build_workers or max(1, default_workers() // len(gpus))
@@ -128,30 +138,30 @@ def _work(queue: Any, index: int, gpu: int, op: str, problem: dict[str, Any], se
             target = Target.from_arch(settings.arch or "sm_90a")
             space = narrow(operator.space(operator.problem(**problem), target), knobs)
         result = tune(op, problem, settings=settings, runner=made, space=space)
-        queue.put(WorkerOutcome(index, gpu, result=result))
+        queue.put(TuningOutcome(index, gpu, result=result))
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, which goes on
-        queue.put(WorkerOutcome(index, gpu, error=f"{type(exc).__name__}: {exc}"))
+        queue.put(TuningOutcome(index, gpu, error=f"{type(exc).__name__}: {exc}"))
 
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _collect(queue: Any, procs: list[Any], gpus: Sequence[int]) -> list[WorkerOutcome]:
-    outcomes: dict[int, WorkerOutcome] = {}
+def _collect(queue: Any, procs: list[Any], gpus: Sequence[int]) -> list[TuningOutcome]:
+    outcomes: dict[int, TuningOutcome] = {}
     try:
         while len(outcomes) < len(procs):
             try:
                 outcome = queue.get(timeout=1.0)
                 outcomes[outcome.index] = outcome
-            except Exception:  # queue.Empty: look for workers that died without a word
+            except Exception:  # queue.Empty: look for tuning processes that died without a word
                 for i, proc in enumerate(procs):
                     if i not in outcomes and not proc.is_alive() and queue.empty():
-                        outcomes[i] = WorkerOutcome(i, gpus[i], error=f"worker exited with code {proc.exitcode}")
+                        outcomes[i] = TuningOutcome(i, gpus[i], error=f"tuning process exited with code {proc.exitcode}")
     except BaseException:
         for proc in procs:
             if proc.is_alive():
-                os.kill(proc.pid, signal.SIGTERM)  # each worker records its trials in flight as interrupted
+                os.kill(proc.pid, signal.SIGTERM)  # each records its trials in flight as interrupted
         for proc in procs:
             proc.join(timeout=30)
         raise

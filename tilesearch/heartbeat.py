@@ -1,13 +1,13 @@
-"""Liveness of a worker's trials in flight, so that other workers can tell a dead worker's trials.
+"""Liveness of a tuning process's trials in flight, so that the others can tell a dead one's trials.
 
 On a storage with heartbeats (a relational one opened with ``heartbeat=``, see
-:mod:`tilesearch.storage`), a thread records a heartbeat for every trial this worker has in
+:mod:`tilesearch.storage`), a thread records a heartbeat for every trial this tuning process has in
 flight, every ``interval`` seconds. Optuna's own heartbeat thread serves ``Study.optimize``,
 one trial at a time; the tuning loop keeps many trials in flight (compiling and measuring), so
-it beats for all of them here. Any worker's :meth:`~tilesearch.database.TuningDatabase.fail_stale`
-then fails the trials of a worker that stopped beating, and the storage re-queues them.
+it beats for all of them here. Any tuning process's :meth:`~tilesearch.database.TuningDatabase.fail_stale`
+then fails the trials of a tuning process that stopped beating, and the storage re-queues them.
 Storages without heartbeats (journal, in-memory) rely on the host and PID check of
-``fail_stale`` alone, which sees only this host's workers.
+``fail_stale`` alone, which sees only this host's tuning processes.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from tilesearch.database import TuningDatabase, open_storage
 from tilesearch.deploy.artifact import capability
 from tilesearch.op import Operator, Problem
 from tilesearch.ranges import SizeRange, parse, problem_at, range_key
+from tilesearch.records import has_result, is_correct
 from tilesearch.runner import Runner
 from tilesearch.space import Space
 from tilesearch.strategy import create
@@ -227,7 +228,7 @@ def certify(
             regrets.append(replace(measure(size, dispatched, tuned.best[0].config), size=size, bucket=index))
             continue
         record = _dispatched_record(operator, size_range, rest, size, settings, runner, tuned, dispatched)
-        ok = record is not None and record.status == "ok" and record.latency_ms is not None
+        ok = record is not None and is_correct(record)
         note = "" if ok else (f"dispatched configuration {record.status}: {record.error}" if record else "not measured")
         regrets.append(Regret(
             size, index, record.latency_ms if ok else None, tuned.best[0].latency_ms,
@@ -334,7 +335,7 @@ def _dispatched_record(operator, size_range, rest, size, settings, runner, tuned
         return found[0] if found else None
 
     record = lookup(tuned.study)
-    if record is not None and record.status != "invalid":
+    if record is not None and has_result(record):
         return record
     side = f"{tuned.study}/dispatched"
     problem = problem_at(operator, size_range, rest, size)

@@ -22,8 +22,8 @@ class Status(str, enum.Enum):
     INVALID = "invalid"  # pruned by a constraint before compiling
     COMPILE_ERROR = "compile_error"
     COMPILE_TIMEOUT = "compile_timeout"
-    RUNTIME_ERROR = "runtime_error"  # raised, crashed the CUDA context or the worker
-    RUN_TIMEOUT = "run_timeout"  # hung: the worker was killed and restarted
+    RUNTIME_ERROR = "runtime_error"  # raised, crashed the CUDA context or the runner's worker process
+    RUN_TIMEOUT = "run_timeout"  # hung: the runner's worker process was killed and restarted
     WRONG_RESULT = "wrong_result"
     INTERRUPTED = "interrupted"  # the tuning process stopped before the trial finished
     NOT_RECORDED = "not_recorded"  # a replay runner's dataset has no measurement of it
@@ -77,7 +77,7 @@ class Figures:
     ``latency_ms`` is the median kernel time over ``runs`` timed runs, ``latency_q1`` and
     ``latency_q3`` its quartiles, ``latency_low``/``latency_high`` the 95% interval of the median;
     ``baseline_ms`` the median time of the op's baseline timed interleaved with it in the same
-    worker; ``speedup`` is ``baseline_ms / latency_ms`` and ``speedup_low``/``speedup_high`` its 95%
+    worker process; ``speedup`` is ``baseline_ms / latency_ms`` and ``speedup_low``/``speedup_high`` its 95%
     interval from a paired bootstrap over the interleaved rounds (:mod:`tilesearch.runner.stats`).
     ``sm_clock_mhz`` (lowest), ``temp_c`` and ``power_w`` (highest) are NVML's readings while the
     rounds ran; ``throttled`` says the clock sat well below its usual level even after a second try.
@@ -124,6 +124,73 @@ class RunResult(Figures):
 FIGURES: tuple[str, ...] = tuple(f.name for f in fields(Figures))
 
 
+def figures(source: Any, names: tuple[str, ...] = FIGURES) -> dict[str, Any]:
+    """The figures ``names`` (default: all of :class:`Figures`) of any record that carries them
+    (``None`` where it has none): how a dataset row or an artifact's metadata takes its figures
+    from a trial's record, by the one declaration."""
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown:
+        raise ValueError(f"{unknown} are not figures of tilesearch.records.Figures")
+    return {name: getattr(source, name, None) for name in names}
+
+
+# Statuses that say something about the configuration itself: what happened when it was built and run.
+RESULTS = frozenset(s.value for s in (Status.OK, Status.COMPILE_ERROR, Status.COMPILE_TIMEOUT,
+                                      Status.RUNTIME_ERROR, Status.RUN_TIMEOUT, Status.WRONG_RESULT))
+# Statuses that settle a configuration without a result: trying it again in the same study would
+# tell nothing new (its constraint rejects it again; the replayed dataset still has no row for it).
+SETTLED_WITHOUT_RESULT = frozenset((Status.INVALID.value, Status.NOT_RECORDED.value))
+
+
+def _status(record: Any) -> str:
+    status = record.status
+    return status.value if isinstance(status, Status) else str(status)
+
+
+def has_result(record: Any) -> bool:
+    """Whether ``record`` (a :class:`RunResult`, a database ``TrialRecord`` or a dataset ``Row``)
+    holds a result: the one rule that the database (its trial budget and best), the claims, the
+    cost-model strategies, the datasets and the artifacts all use.
+
+    A result is what building and running *this configuration* did: measured correct (``ok``), or
+    failed because of the configuration (``compile_error``, ``compile_timeout``,
+    ``runtime_error``, ``run_timeout``, ``wrong_result``). A failure is a result: it is a fact of
+    the configuration, it spends a trial of the budget, a cost model learns from it (as the worst
+    kind of configuration) and it is never measured again. A **wrong result** is therefore a
+    result, but not a correct one (:func:`is_correct`).
+
+    Not results, because they say nothing about the configuration:
+
+    - a **duplicate** (``duplicate_of`` set: a copy of another trial's configuration) and a
+      **yield/skip** (``skipped``: a repeat, or a yield to another tuning process or to the budget):
+      the result, if any, is the other trial's; counting the copy would count one measurement twice;
+    - an **interrupted** trial (and ``running``/``waiting``, and ``unknown``, a finished trial that
+      tilesearch did not write): it ended, or has not yet ended, before its outcome was known; the
+      configuration is free to be measured again;
+    - a **pruned-invalid** trial (``invalid``): a constraint rejected it before compiling, so
+      nothing was built or run; it costs no trial of the budget and teaches no cost model. It is
+      settled, though (:func:`is_settled`): the constraint would reject it again;
+    - ``not_recorded``: a replay dataset has no row for it; nothing is known, and asking the same
+      dataset again would tell nothing more (settled, like ``invalid``). It costs no trial of the
+      budget, so a replayed search over a dataset with gaps gets as many results as one on the GPU.
+    """
+    return getattr(record, "duplicate_of", None) is None and _status(record) in RESULTS
+
+
+def is_settled(record: Any) -> bool:
+    """Whether ``record`` settles its configuration in its study, so that no strategy proposes it
+    again and a resumed run does not retry it: it has a result (:func:`has_result`), or it was
+    pruned as invalid or not recorded in a replay dataset (see :func:`has_result` for why)."""
+    return has_result(record) or (
+        getattr(record, "duplicate_of", None) is None and _status(record) in SETTLED_WITHOUT_RESULT
+    )
+
+
+def is_correct(record: Any) -> bool:
+    """Whether ``record`` is a result measured correct, with a latency: a candidate for the best."""
+    return has_result(record) and _status(record) == Status.OK.value and record.latency_ms is not None
+
+
 @dataclass(frozen=True)
 class Retimed:
     """One configuration of the final re-time: its trial in the study and what was measured."""
@@ -153,7 +220,7 @@ class Final:
         basis: what the intervals compare: ``speedup`` (ratio to the baseline), ``latency``
             (medians, without a baseline) or ``none`` (no intervals: replayed figures).
         together: whether the entries were timed interleaved in the same rounds of one fresh
-            worker; ``False`` when each was measured (or served from a dataset) alone.
+            worker process; ``False`` when each was measured (or served from a dataset) alone.
         replayed: the figures come from a dataset or a test runner, not a GPU.
     """
 

@@ -48,7 +48,7 @@ def final_table(final: Final) -> str:
     if final.replayed and not final.together:
         how = "[replayed] the recorded figures served again (a dataset holds no interval unless it recorded one)"
     elif final.together:
-        how = f"{len(final.entries)} configurations and the baseline timed interleaved in one fresh worker"
+        how = f"{len(final.entries)} configurations and the baseline timed interleaved in one fresh worker process"
     else:
         how = f"{len(final.entries)} configurations timed again one at a time"
     chosen = final.chosen

@@ -211,6 +211,7 @@ def _predicted(op: Operator, problem: Problem, space: Space, target: Any, record
     if n <= 0:
         return []
     from tilesearch.cost_model import Featurizer, TrainingGroup, XGBRanker, relevance
+    from tilesearch.cost_model.xgb import labels
 
     rng = random.Random(seed)
     if space.size <= 65536:
@@ -222,12 +223,9 @@ def _predicted(op: Operator, problem: Problem, space: Space, target: Any, record
         return []
     featurizer = Featurizer(problem.op, op.space(problem, target), op.defaults)
     params = problem.to_dict()
-    measured = [r for r in records if r.status not in (Status.INVALID.value, Status.INTERRUPTED.value)
-                and r.duplicate_of is None and r.config]
+    configs, tflops = labels([r for r in records if r.config])
     model = XGBRanker(seed=seed)
-    if len(measured) >= 2:
-        configs = [r.config for r in measured]
-        tflops = [r.tflops if r.status == Status.OK.value else None for r in measured]
+    if len(configs) >= 2:
         model.fit([TrainingGroup(featurizer.matrix(params, configs, target), relevance(tflops),
                                  featurizer.estimate(params, configs, target), 1.0)])
     margin = featurizer.estimate(params, pool, target)

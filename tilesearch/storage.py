@@ -4,9 +4,9 @@ Two fixes over a plain ``optuna.storages.RDBStorage(url)``:
 
 - SQLite: Python's sqlite3 driver opens a transaction only at the first write, so Optuna's
   read-then-update steps (popping a WAITING trial, above all) are not atomic across processes and
-  two workers can pop the same trial. Every transaction here starts with ``BEGIN IMMEDIATE``,
+  two tuning processes can pop the same trial. Every transaction here starts with ``BEGIN IMMEDIATE``,
   which takes the database's write lock up front (the recipe in SQLAlchemy's pysqlite notes).
-  Workers that open a new database file together race to create its tables: opening is retried.
+  Tuning processes that open a new database file together race to create its tables: opening is retried.
   The file is kept in WAL mode with ``synchronous=NORMAL``: a commit no longer waits for an
   fsync (it cost 9 ms, 30 times per trial, in the tuning loop), readers do not block the
   writer, and a killed process still loses nothing it committed (a power cut may lose the
@@ -18,18 +18,18 @@ Opened ``read_only`` (``show``, ``export``), a SQLite file is opened with ``mode
 created (a missing file is an error, not a new empty database), no write lock is taken, and
 the file's mode is left alone, so a 0444 database can be read.
 
-Only the race between workers creating a new database's tables is retried; a permanent error
+Only the race between tuning processes creating a new database's tables is retried; a permanent error
 (unknown host, missing database, wrong password) fails at once.
 
 With ``heartbeat`` seconds, a database server's storage records a heartbeat per running trial
 (see :mod:`tilesearch.heartbeat`); a trial silent for ``GRACE_BEATS`` heartbeats is failed by any
-worker of the study. It is not re-queued as a WAITING copy (Optuna's retry callback): the
+tuning process of the study. It is not re-queued as a WAITING copy (Optuna's retry callback): the
 strategies fix most configurations themselves and would never pop such a copy, which would stay
-in the study for good; the failed trial's configuration is free again and any worker proposes
+in the study for good; the failed trial's configuration is free again and any tuning process proposes
 it anew. A SQLite file
-serves one host, where the PID check of ``TuningDatabase.fail_stale`` finds dead workers
+serves one host, where the PID check of ``TuningDatabase.fail_stale`` finds dead tuning processes
 exactly; heartbeats there would only add false alarms, as a heartbeat can wait seconds for the
-file's write lock while other workers read.
+file's write lock while other tuning processes read.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def rdb_storage(url: str, heartbeat: int | None = None, *, read_only: bool = Fal
             try:
                 storage = optuna.storages.RDBStorage(url, skip_table_creation=read_only, **kwargs)
                 break
-            except Exception as exc:  # noqa: BLE001 - workers that open a new database together race to create its tables
+            except Exception as exc:  # noqa: BLE001 - tuning processes that open a new database together race to create its tables
                 if attempt == 4 or read_only or not any(race in str(exc).lower() for race in _RACES):
                     raise
                 time.sleep(0.2 + random.random())

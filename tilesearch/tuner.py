@@ -1,12 +1,12 @@
 """The tuning loop: strategy proposes -> builder compiles -> runner measures -> database records.
 
-Compilation and measurement overlap: the builder keeps every worker busy with the next
+Compilation and measurement overlap: the builder keeps its compile pool busy with the next
 proposals while the runner measures the kernels already compiled, one at a time.
 
 Several tuning processes (one per GPU, on one host or many) may run this loop on one study:
 each configuration is claimed atomically before it is compiled (:mod:`tilesearch.claim`),
-``trials`` counts the study's trials from every worker, and a worker that finishes its share
-waits for the others' trials in flight, taking over those of a worker that died.
+``trials`` counts the study's trials from every tuning process, and one that finishes its share
+waits for the others' trials in flight, taking over those of a tuning process that died.
 """
 
 from __future__ import annotations
@@ -56,14 +56,15 @@ class TuneSettings:
         storage: Optuna storage URL (default ``sqlite:///tilesearch.db`` or ``$TILESEARCH_STORAGE``).
         study: study name; by default made from op, problem, GPU, arch and TileLang version.
         arch: compile target; by default the measuring GPU's (``sm_90a`` on H100/H200).
-        build_workers: compile processes (0: all cores but one).
+        build_workers: worker processes of the compile pool (0: all cores but one; the name
+            predates the word and stays for users' scripts).
         build_timeout: seconds one compilation may take.
         run_timeout: seconds one check-and-time may take.
         device: CUDA device index to measure on.
         baseline: time the op's PyTorch baseline beside each kernel.
         progress: show a progress bar.
         heartbeat: seconds between liveness checks; on a relational storage, also between
-            heartbeats, so that a worker silent for 6 of them has its trials failed and
+            heartbeats, so that a tuning process silent for 6 of them has its trials failed and
             re-queued (see :mod:`tilesearch.storage`); 0 turns heartbeats off.
         retime: the top configurations re-timed together at the end of the run, the baseline
             interleaved, to choose the best and its tie set (:mod:`tilesearch.runner.retime`);
@@ -340,7 +341,7 @@ class _Loop:
         """Launches proposals until the pipeline is full; True when the strategy ran dry."""
         while self.launched < self.budget and len(self.pending) < self.depth:
             self._check_stale()
-            room = self.trials - self.db.planned()  # other workers' trials count too
+            room = self.trials - self.db.planned()  # other tuning processes' trials count too
             if room <= 0:
                 return False
             want = min(self.depth - len(self.pending), self.budget - self.launched, room)
@@ -353,7 +354,7 @@ class _Loop:
                 try:
                     self._launch(proposal)
                 except optuna.exceptions.UpdateFinishedTrialError:
-                    self.idle += 1  # another worker ended the trial meanwhile (its heartbeat lapsed)
+                    self.idle += 1  # another tuning process ended the trial meanwhile (its heartbeat lapsed)
         return False
 
     def _launch(self, proposal: Any) -> None:
@@ -379,7 +380,7 @@ class _Loop:
         self.db.claim(trial, candidate)
         claim = self.claims.claim(trial.number, candidate.key, budget=self.trials)
         if claim.verdict == Verdict.FULL:
-            self.db.record_skipped(trial, candidate, f"budget: the study's {self.trials} trials are taken by other workers")
+            self.db.record_skipped(trial, candidate, f"budget: the study's {self.trials} trials are taken by other tuning processes")
         elif claim.verdict in (Verdict.DONE, Verdict.BUSY):
             n = claim.holder.number
             self.db.record_skipped(trial, candidate, f"same configuration as trial {n}, measured or in flight", n)
@@ -418,13 +419,13 @@ class _Loop:
         return running if running is not None and running != number else None
 
     def _check_stale(self) -> None:
-        """Every ``heartbeat`` seconds, frees the trials of workers that died."""
+        """Every ``heartbeat`` seconds, frees the trials of tuning processes that died."""
         if time.monotonic() - self.checked >= self.check_s:
             self.db.fail_stale()
             self.checked = time.monotonic()
 
     def _others_in_flight(self) -> bool:
-        """Whether other workers still measure trials of this study (a dead one's are freed)."""
+        """Whether other tuning processes still measure trials of this study (a dead one's are freed)."""
         self._check_stale()
         return self.db.live_in_flight(exclude={trial.number for trial in self.pending.values()}) > 0
 

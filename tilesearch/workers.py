@@ -1,8 +1,19 @@
-"""Isolated worker processes: a call that crashes, hangs or leaks takes down only its worker.
+"""Isolated worker processes: a call that crashes, hangs or leaks takes down only its worker process.
 
-Both the builder (many workers, compiling) and the runner (one worker per GPU, measuring) use
-:class:`IsolatedWorker`. A call names a top-level function by import path, so nothing but plain
-data crosses the pipe.
+Both the builder (its *compile pool*: several worker processes, compiling) and the runner (one
+worker process on its GPU, measuring) use :class:`IsolatedWorker`. A call names a top-level
+function by import path, so nothing but plain data crosses the pipe.
+
+Words, one per concept (the README's "Words" says the same for users):
+
+- **worker process**: a child process of :class:`IsolatedWorker`, started by a builder or a
+  runner; only it is called a worker in the code;
+- **compile pool**: a builder's worker processes (``build_workers`` of them, ``builder.workers``);
+- **tuning process**: a process that runs the tuning loop (:func:`tilesearch.tuner.tune`) on a
+  study; several may share one (:mod:`tilesearch.distributed`, :mod:`tilesearch.claim`).
+
+The command ``tilesearch worker`` and the setting ``workers=N`` start tuning processes; they keep
+the names they had before these words were fixed, because users' commands and scripts call them.
 """
 
 from __future__ import annotations

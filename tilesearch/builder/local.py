@@ -1,5 +1,5 @@
-"""Parallel compilation in isolated worker processes (TVM lowering holds the GIL: threads do not
-scale). Compiled kernels land in TileLang's disk cache, where the runner's worker finds them."""
+"""Parallel compilation in a compile pool of isolated worker processes (TVM lowering holds the
+GIL: threads do not scale). Compiled kernels land in TileLang's disk cache, where the runner's worker finds them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tilesearch.workers import IsolatedWorker
 
 
 def compile_candidate(candidate: Candidate) -> float:
-    """Runs in a builder worker: compiles one candidate, returns the seconds it took."""
+    """Runs in a worker process of the compile pool: compiles one candidate, returns the seconds it took."""
     from tilesearch.op import Problem
 
     op = candidate.load_op()
@@ -24,7 +24,7 @@ def compile_candidate(candidate: Candidate) -> float:
 
 
 def warm_up() -> None:
-    """Runs in a builder worker when it starts: imports TileLang, so the first compile does not pay for it."""
+    """Runs in a worker process of the compile pool when it starts: imports TileLang, so the first compile does not pay for it."""
     import tilelang  # noqa: F401
 
 
@@ -39,7 +39,7 @@ class LocalBuilder(Builder):
     the time the first candidates come (``tune`` creates its builder before starting the runner).
 
     Args:
-        workers: number of compile processes (default: all cores but one).
+        workers: worker processes in the compile pool (default: all cores but one).
         timeout: seconds one compilation may take before its worker is killed and restarted.
     """
 

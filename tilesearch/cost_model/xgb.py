@@ -57,6 +57,25 @@ def relevance(tflops: Sequence[float | None]) -> np.ndarray:
     return (values / best) ** 3 if best > 0 else values
 
 
+def labels(records: Sequence[Any]) -> tuple[list[Any], list[float | None]]:
+    """The configurations of ``records`` (trial records or dataset rows) that have a result
+    (:func:`tilesearch.records.has_result`), and their TFLOP/s for :func:`relevance`: ``None``
+    for a failure, which ranks it last; a correct record without a TFLOP/s figure gets
+    ``1 / latency_ms``, which orders the same within its problem."""
+    from tilesearch.records import Status, has_result
+
+    configs, tflops = [], []
+    for r in records:
+        if not has_result(r):
+            continue
+        configs.append(r.config)
+        if r.status == Status.OK.value:
+            tflops.append(r.tflops if r.tflops else (1.0 / r.latency_ms if r.latency_ms else None))
+        else:
+            tflops.append(None)
+    return configs, tflops
+
+
 class XGBRanker:
     """Fits groups of (features, relevance) and scores configurations (higher is faster)."""
 

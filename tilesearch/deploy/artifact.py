@@ -31,6 +31,7 @@ METADATA = "metadata.json"
 LIBRARY = "kernel.so"
 SOURCE = "kernel.cu"
 MEMORY_LAYOUT = "row-major contiguous"
+KEPT = ("latency_ms", "baseline_ms", "speedup", "tflops")  # the Figures that metadata.json keeps (formats 1 and 2)
 
 
 class ArtifactError(TilesearchError, RuntimeError):
@@ -99,10 +100,9 @@ class Metadata:
         versions: software the artifact was built with (TileLang, TVM, TVM-FFI, torch, CUDA...).
         tuned_with: software versions of the tuning study.
         gpu: GPU the configuration was measured on.
-        latency_ms: its median latency in the study.
-        baseline_ms: the op's PyTorch baseline, timed beside it.
-        speedup: ``baseline_ms / latency_ms``.
-        tflops: achieved throughput.
+        latency_ms, baseline_ms, speedup, tflops: its figures in the study (:data:`KEPT`, as
+            :class:`tilesearch.records.Figures` defines them: median latency, the op's PyTorch
+            baseline timed beside it, their ratio, achieved throughput).
         study: the Optuna study the trial comes from.
         trial: the trial's number in that study.
         trial_key: the trial's content key (op, problem, config, arch).

@@ -31,6 +31,7 @@ from tilesearch.database import (
     storage_url,
 )
 from tilesearch.deploy.artifact import (
+    KEPT,
     LIBRARY,
     METADATA,
     SOURCE,
@@ -42,6 +43,7 @@ from tilesearch.deploy.artifact import (
     seal,
 )
 from tilesearch.op import Operator, Problem
+from tilesearch.records import figures
 from tilesearch.target import Target
 
 
@@ -344,10 +346,7 @@ def _metadata(
         versions=found,
         tuned_with=dict(choice.attrs.get("versions", {})),
         gpu=choice.attrs["target"].get("gpu"),
-        latency_ms=record.latency_ms,
-        baseline_ms=record.baseline_ms,
-        speedup=record.speedup,
-        tflops=record.tflops,
+        **figures(record, KEPT),
         study=choice.study,
         trial=record.number,
         trial_key=record.key,

@@ -29,7 +29,7 @@ class Runner(abc.ABC):
 
     @abc.abstractmethod
     def start(self) -> Target:
-        """Starts the device worker; raises :class:`NoDeviceError` if there is no device."""
+        """Starts the worker process on the device; raises :class:`NoDeviceError` if there is no device."""
 
     def prepare(self, problem: Problem, space: Space) -> Space:
         """Called once after :meth:`start`: the space to search for ``problem`` (``space``, unless
@@ -44,7 +44,7 @@ class Runner(abc.ABC):
         """Times ``candidates`` (of one problem, compiled before) again, together, for the final
         choice (see :mod:`tilesearch.runner.retime`), and ``peers`` (other tools' kernels,
         :mod:`tilesearch.runner.peer`) beside them; one result per candidate, then one per peer,
-        in order. A GPU runner does it in one fresh worker, the candidates, the peers and the
+        in order. A GPU runner does it in one fresh worker process, the candidates, the peers and the
         baseline interleaved in the same rounds. This default runs each candidate alone through
         :meth:`run` (a replay runner thus serves its records again), and the results say so:
         ``extra["retimed_together"]`` is absent; it cannot time peers."""

@@ -1,4 +1,4 @@
-"""What runs inside a runner's GPU worker: check a kernel against the reference, then time it.
+"""What runs inside a runner's worker process on the GPU: check a kernel against the reference, then time it.
 
 Method: fresh random inputs per candidate; outputs poisoned with NaN before the run, so an
 unwritten element fails; errors against a float64 reference; then warm-up and many rounds timed
@@ -54,9 +54,9 @@ class MeasureSettings:
 
 
 def device_info() -> dict[str, Any]:
-    """The worker's GPU as a :class:`~tilesearch.target.Target` dict, plus software versions."""
+    """The worker process's GPU as a :class:`~tilesearch.target.Target` dict, plus software versions."""
 
-    import tilelang  # noqa: F401 - also the warm-up of a fresh worker: the first measure should not pay for it
+    import tilelang  # noqa: F401 - also the warm-up of a fresh worker process: the first measure should not pay for it
 
     from tilesearch import target, versions
 
@@ -243,7 +243,7 @@ _CYCLES_PER_MS: list[float] = []
 
 
 def _cycles_per_ms(torch: Any) -> float:
-    """Spin-kernel cycles per millisecond on this GPU, measured once per worker."""
+    """Spin-kernel cycles per millisecond on this GPU, measured once per worker process."""
     if not _CYCLES_PER_MS:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         cycles = 2_000_000

@@ -2,7 +2,7 @@
 
 Figures measured minutes apart during a search differ by as much as the gaps between the best
 configurations, so the search's ranking is not the answer. :func:`final_retime` times the top
-configurations again in one fresh worker, all of them and the baseline interleaved in the same
+configurations again in one fresh worker process, all of them and the baseline interleaved in the same
 rounds (:meth:`~tilesearch.runner.base.Runner.retime`), and :func:`select` ranks them: the best
 is the fastest median after that step, and every configuration whose 95% interval overlaps the
 best's is in its *tie set*. The choice within a tie set is deterministic: the fastest median,
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tilesearch.records import Candidate, Final, Retimed, Status
+from tilesearch.records import Candidate, Final, Retimed, Status, is_correct
 from tilesearch.runner.base import Runner
 from tilesearch.runner.stats import overlap
 from tilesearch.target import Target
@@ -34,7 +34,7 @@ def final_retime(runner: Runner, trials: Sequence[tuple[int, dict[str, Any]]], *
 
 def select(entries: Sequence[Retimed], *, together: bool, replayed: bool) -> Final:
     """Ranks re-timed entries (correct ones first, the fastest first) and finds the tie set."""
-    ok = [e for e in entries if e.result.status == Status.OK and e.result.latency_ms is not None]
+    ok = [e for e in entries if is_correct(e.result)]
     rest = [e for e in entries if e not in ok]
     if ok and all(e.result.speedup_low is not None and e.result.speedup is not None for e in ok):
         basis = "speedup"

@@ -5,7 +5,7 @@ Kernel and baseline are timed in interleaved *rounds* (one run of each per round
 times share the clock and temperature of that moment. The ratio's interval is a paired bootstrap
 over rounds: rounds are resampled with their kernel and baseline times together, which keeps the
 drift common to both out of the interval. The resampling is seeded, so the same samples always
-give the same interval. Pure numpy: it runs in the GPU worker and in CPU tests alike.
+give the same interval. Pure numpy: it runs in the runner's worker process and in CPU tests alike.
 """
 
 from __future__ import annotations

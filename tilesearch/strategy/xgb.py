@@ -35,15 +35,14 @@ import optuna
 
 from tilesearch import dataset
 from tilesearch.cost_model import Featurizer, TrainingGroup, XGBRanker, XGBSettings, relevance
+from tilesearch.cost_model.xgb import labels
 from tilesearch.database import TrialRecord
-from tilesearch.records import Status
+from tilesearch.records import has_result, is_correct
 from tilesearch.space import Config, config_key
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
 from tilesearch.strategy.enumerated import candidate_key
 from tilesearch.target import Target
 
-_NOT_MEASURED = {Status.INVALID.value, Status.INTERRUPTED.value, Status.NOT_RECORDED.value, Status.SKIPPED.value,
-                 "running", "waiting", "unknown"}
 MODEL_ATTR = "xgb_model"
 PROBE_DRAWS = 1024  # draws from which the share of valid ones estimates a large space's valid configurations
 
@@ -56,19 +55,6 @@ class Group:
     x: np.ndarray
     y: np.ndarray
     margin: np.ndarray
-
-
-def _label_rows(records: Sequence[Any]) -> tuple[list[Config], list[float | None]]:
-    configs, tflops = [], []
-    for r in records:
-        if r.status in _NOT_MEASURED or getattr(r, "duplicate_of", None) is not None:
-            continue
-        configs.append(r.config)
-        if r.status == Status.OK.value:
-            tflops.append(r.tflops if r.tflops else (1.0 / r.latency_ms if r.latency_ms else None))
-        else:
-            tflops.append(None)
-    return configs, tflops
 
 
 class XGBStrategy(Strategy):
@@ -169,7 +155,7 @@ class XGBStrategy(Strategy):
             data = dataset.load(path)
             if data.op != context.problem.op:
                 raise dataset.DatasetError(f"transfer dataset {path} is for op {data.op}, not {context.problem.op}")
-            configs, tflops = _label_rows(data.rows)
+            configs, tflops = labels(data.rows)
             self._add_source(f"dataset:{Path(path).name}", data.problem, Target.from_dict(data.meta["target"]),
                              configs, tflops)
         if self.auto_transfer:
@@ -217,7 +203,7 @@ class XGBStrategy(Strategy):
                 continue
             study = optuna.load_study(study_name=summary.study_name, storage=db.storage)
             records = [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False) if "key" in t.user_attrs]
-            configs, tflops = _label_rows(records)
+            configs, tflops = labels(records)
             target = Target.from_dict(attrs["target"]) if "target" in attrs else context.target
             self._add_source(f"study:{summary.study_name}", attrs["params"], target, configs, tflops)
 
@@ -260,7 +246,7 @@ class XGBStrategy(Strategy):
 
     def _pool(self, context: SearchContext, taken: set[str]) -> list[Config]:
         """This round's pool of a large space (see the module docstring)."""
-        measured = [r for r in context.db.records() if r.status == Status.OK.value and r.latency_ms]
+        measured = [r for r in context.db.records() if is_correct(r)]
         fastest = sorted(measured, key=lambda r: r.latency_ms)[:self.local]
         centres = [r.config for r in fastest] + self._carried[:self.local]
         pool: dict[str, Config] = {}
@@ -283,7 +269,7 @@ class XGBStrategy(Strategy):
         return np.array([self._cache[k][0] for k in keys]), np.array([self._cache[k][1] for k in keys])
 
     def _train(self, context: SearchContext, records: list[TrialRecord]) -> None:
-        configs, tflops = _label_rows(records)
+        configs, tflops = labels(records)
         if len(configs) - self._trained_on < max(1, len(configs) // self.retrain_share):
             return
         if not self.sources and len(configs) < self.init:
@@ -325,7 +311,7 @@ class XGBStrategy(Strategy):
                             dtype=np.int64).reshape(len(rows), len(names))
 
         candidates = codes([configs[i] for i in pool])
-        others = codes([r.config for r in context.db.records() if r.status != Status.INVALID.value])
+        others = codes([r.config for r in context.db.records() if has_result(r)])
         noise = np.array([self.rng.random() for _ in pool])
         picked: list[int] = []  # positions in pool
         for _ in range(min(n, len(pool))):

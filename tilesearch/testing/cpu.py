@@ -1,4 +1,4 @@
-"""A runner that checks and times Python kernels on the CPU, in the same isolated worker as a GPU.
+"""A runner that checks and times Python kernels on the CPU, in the same isolated worker process as a GPU.
 
 For CI without a GPU: :class:`CpuRunner` is the :class:`~tilesearch.runner.LocalRunner` with its
 worker's functions replaced, so a kernel that hangs is killed after the timeout and one that

@@ -1,6 +1,6 @@
 """Memory figures of the tuning processes, for leak measurements (``experiments/fault_and_leak.py``).
 
-:func:`probe` runs inside a runner's worker (``LocalRunner.call``); :func:`rss_mb` and
+:func:`probe` runs inside a runner's worker process (``LocalRunner.call``); :func:`rss_mb` and
 :func:`gpu_mb_by_pid` read any process from the outside.
 """
 
@@ -49,7 +49,7 @@ def gpu_mb_by_pid() -> dict[int, float]:
 
 
 def probe() -> dict[str, Any]:
-    """Inside a runner's worker: the CUDA memory it holds and its resident memory, after a GC."""
+    """Inside a runner's worker process: the CUDA memory it holds and its resident memory, after a GC."""
     import torch
 
     gc.collect()

@@ -1,11 +1,11 @@
-"""A tuning worker on the toy op with the synthetic runner, for tests that start processes.
+"""A tuning process on the toy op with the synthetic runner, for tests that start processes.
 
     python -m tilesearch.testing.worker storage=URL study=NAME trials=40 \\
         [strategy=random seed=0 heartbeat=1 depth=4 delay=0.02 log=FILE size=64]
 
-``depth`` is how many trials the worker keeps in flight, ``delay`` how long each synthetic run
+``depth`` is how many trials the tuning process keeps in flight, ``delay`` how long each synthetic run
 takes, ``log`` a file that gets a line per run (see :class:`SyntheticRunner`). Prints one JSON
-line with what this worker measured.
+line with what this tuning process measured.
 """
 
 from __future__ import annotations

@@ -70,6 +70,10 @@ class StorageError(TilesearchError, ValueError):
     """A storage that cannot be opened or used, or a study name it cannot hold."""
 
 
+class NoStudyError(TilesearchError, LookupError):
+    """No study of the problem in the storage, or none of the name asked for."""
+
+
 class MissingStorageError(StorageError):
     """A storage file that a read-only command would have to create: it holds no study yet."""
 
@@ -484,4 +488,19 @@ def find_studies(
         if problem is not None and attrs.get("problem") != problem.key:
             continue
         names.append(summary.study_name)
+    return names
+
+
+def studies_of(
+    storage: optuna.storages.BaseStorage, op: str, problem: Problem, study: str | None = None, where: str = "the storage"
+) -> list[str]:
+    """``[study]`` if it is in ``storage``, or with no ``study`` the studies of ``problem`` (any
+    GPU); :class:`NoStudyError`, saying which and naming ``where``, if there is none."""
+    if study is not None:
+        if study not in optuna.study.get_all_study_names(storage):
+            raise NoStudyError(f"no study named {study!r} in {where}")
+        return [study]
+    names = find_studies(storage, op, problem)
+    if not names:
+        raise NoStudyError(f"no study for {op} {problem.key} in {where}; run tilesearch tune first")
     return names

@@ -12,34 +12,22 @@ import csv
 import io
 from typing import IO, Any
 
-from tilesearch.database import RECORD_FIGURES, TuningDatabase
+from tilesearch.database import RECORD_FIGURES, NoStudyError, TuningDatabase  # noqa: F401 - NoStudyError: the error trials() raises
 
 LEADING = ("study", "trial", "status", "replayed")
 
 
-class NoStudyError(LookupError):
-    """No study of the problem, or no study of that name."""
-
-
 def trials(op: str, problem: Any = None, *, storage: str | None = None, study: str | None = None,
            **params: Any) -> list[dict[str, Any]]:
-    """The rows of :func:`rows` for every study of ``problem`` in ``storage`` (or ``study``)."""
-    import optuna
-
+    """The rows of :func:`rows` for every study of ``problem`` in ``storage`` (or ``study``);
+    :class:`~tilesearch.database.NoStudyError` if there is none."""
     from tilesearch import registry
-    from tilesearch.database import find_studies, open_storage
+    from tilesearch.database import open_storage, studies_of
 
     operator = registry.load(op)
     problem = operator.problem(**{**(dict(problem) if problem else {}), **params})
     opened = open_storage(storage)
-    if study is not None:
-        if study not in optuna.study.get_all_study_names(opened):
-            raise NoStudyError(f"no study named {study!r} in the storage")
-        names = [study]
-    else:
-        names = find_studies(opened, operator.name, problem)
-    if not names:
-        raise NoStudyError(f"no study for {operator.name} {problem.key} in the storage; run tilesearch tune first")
+    names = studies_of(opened, operator.name, problem, study)
     return [row for name in names for row in rows(TuningDatabase(opened, name))]
 
 

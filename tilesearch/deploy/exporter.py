@@ -23,12 +23,13 @@ from tilesearch import registry, versions
 from tilesearch.composite import Composite, Launch, shape_to_json
 from tilesearch.database import (
     MissingStorageError,
+    NoStudyError,
     TrialRecord,
     TuningDatabase,
     check_study_name,
-    find_studies,
     open_storage,
     storage_url,
+    studies_of,
 )
 from tilesearch.deploy.artifact import (
     KEPT,
@@ -80,7 +81,6 @@ def best_trial(
     the GPU named ``gpu`` over others of the same architecture, then the lower latency. Raises :class:`NoTrialError` when nothing qualifies, or when studies of
     several architectures qualify and ``arch`` does not say which.
     """
-    import optuna
 
     if arch is not None:
         capability(arch)  # a bad name fails here, before any lookup
@@ -91,14 +91,10 @@ def best_trial(
         opened = open_storage(storage, read_only=True)  # export reads the study and writes nothing to it
     except MissingStorageError as exc:
         raise NoTrialError(f"no study for {op.name} {problem.key} in {where} ({exc})") from None
-    if study is not None:
-        if study not in optuna.study.get_all_study_names(opened):
-            raise NoTrialError(f"no study named {study!r} in {where}")
-        names = [study]
-    else:
-        names = find_studies(opened, op.name, problem)
-    if not names:
-        raise NoTrialError(f"no study for {op.name} {problem.key} in {where}; run tilesearch tune first")
+    try:
+        names = studies_of(opened, op.name, problem, study, where)
+    except NoStudyError as exc:
+        raise NoTrialError(str(exc)) from None
     found: list[Choice] = []
     other_archs: list[str] = []
     for name in names:

@@ -1,16 +1,12 @@
 import gzip
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from tilesearch import dataset, registry
+from tilesearch.experiment import record as record_dataset
 from tilesearch.target import Target
 from tilesearch.testing.synthetic import SyntheticRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-import record_dataset  # noqa: E402
 
 
 def _meta(**over):

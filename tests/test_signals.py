@@ -81,6 +81,10 @@ def chain(url, study, data, seed):
         out, err = proc.communicate(timeout=120)
         if proc.returncode == 0:  # it finished before the signal came: the study is complete
             break
+        if proc.returncode == -signum and "study:" in out:
+            # the run had finished and reported; Python restores the default handlers while it
+            # tears down, so the signal ended it there: the shell reports 128+signum, the study is complete
+            break
         if _before_tilesearch(proc.returncode, signum, err):
             early.append(at)
             continue

@@ -8,6 +8,7 @@ SIGINT and SIGTERM end every command with exit code 130 or 143 and one line (see
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Any
@@ -414,6 +415,9 @@ COMMANDS = {"tune": cmd_tune, "worker": cmd_worker, "show": cmd_show, "export": 
 def main(argv: list[str] | None = None) -> int:
     """Runs one command; returns its exit code (2 for bad input, 130/143 when interrupted)."""
     shutdown.install()
+    # SQLAlchemy logs its own tracebacks (say, closing a cursor after a signal) besides raising:
+    # its errors reach us as exceptions, and the one line we print is what the user sees
+    logging.getLogger("sqlalchemy").addHandler(logging.NullHandler())
     try:
         code = _run(sys.argv[1:] if argv is None else argv)
         sys.stdout.flush()

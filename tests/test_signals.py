@@ -114,7 +114,7 @@ def test_signals_at_random_moments_exit_130_or_143_and_a_rerun_completes(kind, t
                 mine, too_early = job.result()
                 delivered += mine
                 early += too_early
-            assert index < 40, f"only {len(delivered)} signals reached a live run"
+            assert len(delivered) >= SIGNALS or index < 60, f"only {len(delivered)} signals reached a live run"
     assert {signal.SIGINT, signal.SIGTERM} <= set(delivered)
     late = [at for at in early if at > 3 * boot_s + 0.1]
     assert not late, f"signals at {late} s killed the run, but the interpreter starts in {boot_s:.2f} s"

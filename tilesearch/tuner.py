@@ -334,7 +334,13 @@ class _Loop:
                     for future in [f for f in self.pending if f.done()]:  # in launch order
                         self._finish(future)
             except BaseException:
-                self.db.interrupt(trial.number for trial in self.pending.values())
+                # After a signal, write nothing more: it may have landed inside a storage
+                # transaction whose SQLite write lock this process still holds on another
+                # connection, and a new write would wait on it (120 s) instead of exiting. The
+                # trials in flight stay RUNNING with this PID; the next run's fail_stale marks
+                # them interrupted, as after a SIGKILL.
+                if not shutdown.received():
+                    self.db.interrupt(trial.number for trial in self.pending.values())
                 raise
 
     def _fill(self) -> bool:

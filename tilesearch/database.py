@@ -232,7 +232,11 @@ class TuningDatabase:
             storage=self.storage, study_name=name, direction="minimize", sampler=sampler, load_if_exists=True
         )
         existing = self.study.user_attrs
-        differ = differences(existing.get(IDENTITY_ATTR), info[IDENTITY_ATTR]) if info and IDENTITY_ATTR in info else []
+        # a study with no attributes at all is being created right now (by us, or by another
+        # tuning process of the same study): its creator writes the identity first, below
+        fresh = not existing
+        differ = (differences(existing.get(IDENTITY_ATTR), info[IDENTITY_ATTR])
+                  if info and IDENTITY_ATTR in info and not fresh else [])
         if differ:
             if not self.trials():  # nothing measured under the old conditions: take the new ones
                 existing = {}
@@ -242,7 +246,7 @@ class TuningDatabase:
                     "are not reused: run tilesearch revalidate with the same op and problem (study=OLD) "
                     "to compare them under the current ones, or pass another study=NAME"
                 )
-        for key, value in (info or {}).items():
+        for key, value in sorted((info or {}).items(), key=lambda item: item[0] != IDENTITY_ATTR):
             if key not in existing:
                 self.study.set_user_attr(key, value)
         self._host = socket.gethostname()

@@ -12,7 +12,7 @@ waits for the others' trials in flight, taking over those of a tuning process th
 from __future__ import annotations
 
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -330,9 +330,14 @@ class _Loop:
                         if exhausted and self.launched < self.budget:
                             self.progress.note("no configurations left to try")
                         return
-                    wait(list(self.pending), return_when=FIRST_COMPLETED)
-                    for future in [f for f in self.pending if f.done()]:  # in launch order
-                        self._finish(future)
+                    # The oldest build first, whichever finished compiling first: the strategy
+                    # then sees results in launch order, and its proposals depend only on them,
+                    # not on how long each compile took (a warm compile cache reorders those), so
+                    # a rerun with the same seed proposes the same configurations. The runner
+                    # rarely waits for it: the pool compiles the others meanwhile.
+                    oldest = next(iter(self.pending))
+                    wait([oldest])
+                    self._finish(oldest)
             except BaseException:
                 # After a signal, write nothing more: it may have landed inside a storage
                 # transaction whose SQLite write lock this process still holds on another

@@ -1,17 +1,18 @@
 """Issue 15 on the GPU: are tilesearch's final ratios reproducible within their intervals?
 
-For each of 5 GEMM shapes, two separate searches (``repeats=2``: each its own study, so nothing
-of the first is reused by the second; TileLang's compile cache kept) with ``strategy=xgb``; each
-ends with its own final re-time of its top configurations beside ``torch.matmul``. Reported per
+For each of 5 GEMM shapes, two separate searches (``repeats=2``, ``isolate``: each a ``tune`` in a
+fresh Python process on a storage cleared first, so nothing of the first reaches the second;
+TileLang's compile cache kept) with ``strategy=xgb``; each ends with its own final re-time of its
+top configurations beside ``torch.matmul``. Reported per
 search: the chosen configuration's ratio to ``torch.matmul`` with its 95% interval (target: at
 most +-1% wide), the SM clock NVML read around that re-time and the tie set; per shape: whether
 the two searches' intervals overlap (target: they do). No search starts after ``budget_s``
-(380 s), so it ends within about 8 minutes on an H100 with 16 cores.
+(430 s), so it ends within about 9 minutes on an H100 with 16 cores.
 
 Writes ``trust_gpu.{json,txt,log}`` under ``out`` and prints the table, then the verdicts
 (``replot=FILE`` prints both again from a recorded ``trust_gpu.json``).
 
-usage: source scripts/gpu-host.sh && python experiments/trust_gpu.py out=$OUT [trials=20] [shapes=a,b]
+usage: source scripts/gpu-host.sh && python experiments/trust_gpu.py out=$OUT [trials=32] [shapes=a,b]
 """
 
 import sys
@@ -27,8 +28,8 @@ SHAPES = {  # name: problem
 }
 
 TRUST = Experiment(
-    name="trust_gpu", op="gemm", problems=tuple(SHAPES.values()), strategies=("xgb",), trials=20, repeats=2,
-    top=0, settings={"retime": 5}, budget_s=380.0, title="final ratios of two separate searches per shape",
+    name="trust_gpu", op="gemm", problems=tuple(SHAPES.values()), strategies=("xgb",), trials=32, repeats=2, isolate=True,
+    top=0, settings={"retime": 5}, budget_s=430.0, title="final ratios of two separate searches per shape",
 )
 
 

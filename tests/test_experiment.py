@@ -97,6 +97,31 @@ def test_replayed_experiment_says_so_and_its_peers_are_not_recorded(tmp_path):
     assert "[replayed]" in (tmp_path / "replay.txt").read_text().splitlines()[0]
 
 
+def test_isolated_searches_run_in_fresh_processes_on_storages_of_their_own(tmp_path, monkeypatch):
+    """The trust issue's reruns: each repeat is a user's ``tune`` of its own, in a new process and
+    on a cleared storage, so the second learns nothing from the first's study."""
+    data = synthetic_dataset(tmp_path / "tiny.jsonl.gz", {"m": 1024, "n": 1024, "k": 2048},
+                             {"block_m": (64, 128), "block_n": (64, 128), "block_k": (32,),
+                              "num_stages": (2, 3), "threads": (128, 256), "panel_size": (0,),
+                              "warp_policy": ("square",)})
+
+    def in_this_process(*args, **kwargs):
+        raise AssertionError("an isolated search ran in the experiment's own process")
+
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("tilesearch.experiment.run"), "tune", in_this_process)
+    stale = tmp_path / "iso.db"
+    experiment = Experiment(name="iso", op="gemm", problems=({"m": 1024, "n": 1024, "k": 2048},),
+                            strategies=("xgb",), trials=5, repeats=2, isolate=True, runner=f"replay:{data.path}",
+                            out=str(tmp_path), top=1)
+    run(experiment)
+    own = sorted(p.name for p in tmp_path.glob("iso.*.db"))
+    assert len(own) == 2 and not stale.exists()
+    searches = json.loads((tmp_path / "iso.json").read_text())["problems"][0]["searches"]
+    assert [s["measured_now"] for s in searches] == [5, 5]  # the second reused nothing of the first
+
+
 def test_command_line_overrides_and_refusals(tmp_path, capsys):
     base = Experiment(name="x", op="gemm", problems=({"m": 64, "n": 64, "k": 64},))
     changed = configure(base, ["--trials", "8", "strategies=tpe,xgb", "seeds=0,1", "peers=torch", "--out=o",

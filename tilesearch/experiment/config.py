@@ -39,6 +39,10 @@ class Experiment:
         seeds: seeds per strategy.
         repeats: separate searches of each strategy and seed (their own studies), to see how
             far a whole run reproduces.
+        isolate: run each search as a user's ``tune`` would run: in a fresh Python process,
+            on a storage of its own cleared first (so ``xgb`` learns nothing from the other
+            searches' studies); a killed experiment then restarts its searches instead of
+            resuming them.
         peers: names in :data:`tilesearch.experiment.peers.PEERS` or :class:`Peer` records,
             timed beside the top configurations in the final re-time.
         top: configurations of each search re-timed together at the end.
@@ -73,6 +77,7 @@ class Experiment:
     trials: int | dict[str, int] = 64
     seeds: tuple[int, ...] = (0,)
     repeats: int = 1
+    isolate: bool = False
     peers: tuple[str | Peer, ...] = ()
     top: int = 3
     top_by: str | None = None
@@ -95,7 +100,7 @@ class Experiment:
     def to_dict(self) -> dict[str, Any]:
         """The declaration as plain data, written into the JSON beside the results."""
         return {"name": self.name, "op": self.op, "problems": [dict(p) for p in self.problems],
-                "strategies": list(self.strategies), "trials": self.trials if isinstance(self.trials, int) else dict(self.trials), "seeds": list(self.seeds), "repeats": self.repeats,
+                "strategies": list(self.strategies), "trials": self.trials if isinstance(self.trials, int) else dict(self.trials), "seeds": list(self.seeds), "repeats": self.repeats, "isolate": self.isolate,
                 "peers": [p if isinstance(p, str) else p.name for p in self.peers], "top": self.top, "top_by": self.top_by, "first": [dict(c) for c in self.first], "ablations": {k: dict(v) for k, v in self.ablations.items()},
                 "knobs": {k: list(v) for k, v in self.knobs.items()} if self.knobs else None,
                 "runner": self.runner if isinstance(self.runner, str) else "per problem",

@@ -129,7 +129,7 @@ def _tops(experiment: Experiment, search: Search, found: Any, storage: str) -> l
     from tilesearch.database import TuningDatabase
 
     best: dict[Any, dict[str, Any]] = {}
-    for record in TuningDatabase(storage, found.study).best(10**9):  # fastest first
+    for record in TuningDatabase(found.storage or storage, found.study).best(10**9):  # fastest first
         best.setdefault(record.config.get(experiment.top_by), dict(record.config))
     return [(f"{search.label} {experiment.top_by}={value}", config) for value, config in best.items()]
 
@@ -159,11 +159,13 @@ def _search(experiment: Experiment, operator: Any, problem: Any, storage: str, s
     log.info("tune %s %s strategy=%s seed=%d repeat=%d trials=%d", experiment.op, problem.key, strategy, seed,
              repeat, experiment.trials_of(strategy))
     settings = {"progress": False, "retime": 0, **experiment.settings}
-    found = tune(experiment.op, problem, strategy=_strategy(experiment, operator, problem, space, strategy, seed),
-                 runner=experiment.runner_for(problem.to_dict()),
-                 space=space, trials=experiment.trials_of(strategy), seed=seed, storage=storage,
-                 study=f"{experiment.name}:{problem.key}:{strategy}:{seed}" + (f":{repeat}" if repeat else ""),
-                 **settings)
+    study = f"{experiment.name}:{problem.key}:{strategy}:{seed}" + (f":{repeat}" if repeat else "")
+    if experiment.isolate:
+        storage = _cleared_storage(storage, study)
+    found = (_tune_in_fresh_process if experiment.isolate else tune)(
+        experiment.op, problem, strategy=_strategy(experiment, operator, problem, space, strategy, seed),
+        runner=experiment.runner_for(problem.to_dict()), space=space, trials=experiment.trials_of(strategy),
+        seed=seed, storage=storage, study=study, **settings)
     best = found.best[0] if found.best else None
     final = None
     if found.final is not None and found.final.chosen is not None:
@@ -176,6 +178,35 @@ def _search(experiment: Experiment, operator: Any, problem: Any, storage: str, s
                     found.study, final)
     log.info("  %s", search)
     return search, found
+
+
+def _cleared_storage(storage: str, study: str) -> str:
+    """A storage of the search's own, next to the experiment's, deleted first: nothing of an
+    earlier search (its trials, or the model ``xgb`` learns from the op's other studies) reaches
+    this one."""
+    path = Path(storage.removeprefix("sqlite:///")).with_suffix(f".{digest(study)[:12]}.db")
+    path.unlink(missing_ok=True)
+    return f"sqlite:///{path}"
+
+
+def _tune_in_fresh_process(*args: Any, **kwargs: Any) -> Any:
+    """:func:`tilesearch.tune` in a new Python process, as a user's ``tilesearch tune`` runs:
+    no imported module, CUDA context or cache of this process carries over. The child's own
+    signals and exit stop the experiment as they would stop the user's command."""
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        call, result = Path(tmp, "call.pkl"), Path(tmp, "result.pkl")
+        call.write_bytes(pickle.dumps((args, kwargs)))
+        code = ("import pickle, sys; from tilesearch.tuner import tune; a, k = pickle.loads(open(sys.argv[1], 'rb').read()); "
+                "open(sys.argv[2], 'wb').write(pickle.dumps(tune(*a, **k)))")
+        done = subprocess.run([sys.executable, "-c", code, str(call), str(result)])
+        if done.returncode:
+            raise SystemExit(done.returncode)
+        return pickle.loads(result.read_bytes())
 
 
 def _ablations(experiment: Experiment, operator: Any, problem: Any, best: dict[str, Any],

@@ -116,7 +116,7 @@ def test_isolated_searches_run_in_fresh_processes_on_storages_of_their_own(tmp_p
                             strategies=("xgb",), trials=5, repeats=2, isolate=True, runner=f"replay:{data.path}",
                             out=str(tmp_path), top=1)
     run(experiment)
-    own = sorted(p.name for p in tmp_path.glob("iso.*.db"))
+    own = sorted(p.name for p in tmp_path.glob("iso-studies/*.db"))
     assert len(own) == 2 and not stale.exists()
     searches = json.loads((tmp_path / "iso.json").read_text())["problems"][0]["searches"]
     assert [s["measured_now"] for s in searches] == [5, 5]  # the second reused nothing of the first

@@ -184,7 +184,9 @@ def _cleared_storage(storage: str, study: str) -> str:
     """A storage of the search's own, next to the experiment's, deleted first: nothing of an
     earlier search (its trials, or the model ``xgb`` learns from the op's other studies) reaches
     this one."""
-    path = Path(storage.removeprefix("sqlite:///")).with_suffix(f".{digest(study)[:12]}.db")
+    experiment_db = Path(storage.removeprefix("sqlite:///"))
+    path = experiment_db.parent / f"{experiment_db.stem}-studies" / f"{digest(study)[:12]}.db"
+    path.parent.mkdir(exist_ok=True)
     path.unlink(missing_ok=True)
     return f"sqlite:///{path}"
 

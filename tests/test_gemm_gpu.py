@@ -113,3 +113,22 @@ def test_tune_small_gemm_end_to_end(tmp_path):
     again = tune("gemm", {"m": 2048, "n": 2048, "k": 2048}, space=space, strategy="grid", trials=16,
                  storage=storage, progress=False)
     assert again.measured_now == 0
+
+
+def test_placements_are_copies_at_other_addresses_that_a_round_cycles_through():
+    torch = pytest.importorskip("torch")
+    from tilesearch.runner.measure import Placements
+
+    a = torch.randn(256, 256, device="cuda")
+    placed = Placements((a, 7), seed=3, count=4)
+    assert len(placed.inputs) == 4 and all(own[1] == 7 for own in placed.inputs)
+    assert len({own[0].data_ptr() for own in placed.inputs}) == 4
+    assert all(torch.equal(own[0], a) for own in placed.inputs)
+    seen = []
+    kernel = placed.cycle(lambda own: lambda: seen.append(own[0].data_ptr()))
+    baseline = placed.cycle(lambda own: lambda: seen.append(-own[0].data_ptr()))
+    for _ in range(8):  # rounds: the kernel, then the baseline, on the same copy
+        kernel()
+        baseline()
+    pairs = list(zip(seen[::2], seen[1::2]))
+    assert all(k == -b for k, b in pairs) and [k for k, _ in pairs[:4]] == [own[0].data_ptr() for own in placed.inputs]

@@ -64,6 +64,13 @@ def _before_tilesearch(code, signum, err):
     return code == -signum or (code == 1 and "Fatal Python error: init_" in err and "KeyboardInterrupt" in err)
 
 
+def _sigint_default():
+    """A run started from a background job (``pytest ... &``, nohup) inherits SIGINT ignored, and
+    keeps ignoring it as every program should (a shell's Ctrl-C is not meant for background
+    jobs): the test's runs take SIGINT as a terminal would deliver it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def chain(url, study, data, seed):
     """Up to ``PER_STUDY`` runs each sent SIGINT or SIGTERM at a random moment; then the rerun.
     Returns the signals that reached tilesearch's handlers, and the moments (s after the start) of
@@ -72,7 +79,8 @@ def chain(url, study, data, seed):
     rng = random.Random(seed)
     delivered, early = [], []
     for _ in range(PER_STUDY):
-        proc = subprocess.Popen(command(url, study, data), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(command(url, study, data), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_sigint_default)
         at = rng.uniform(0, WINDOW_S)
         time.sleep(at)
         signum = rng.choice([signal.SIGINT, signal.SIGTERM])

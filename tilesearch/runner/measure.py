@@ -3,7 +3,8 @@
 Method: fresh random inputs per candidate; outputs poisoned with NaN before the run, so an
 unwritten element fails; errors against a float64 reference; then warm-up and many rounds timed
 with CUDA events, L2 flushed before every run, the op's baseline timed interleaved with the
-kernel on the same inputs (one run of each per round) so that clock drift cancels in their ratio.
+kernel on the same inputs (one run of each per round) so that clock drift cancels in their ratio,
+and the rounds cycle through several copies of the inputs at other addresses (:class:`Placements`).
 Rounds are added until the ratio's 95% interval is within ``precision`` or the time cap is hit
 (:mod:`tilesearch.runner.stats`); NVML's clock, temperature and power are read around the timing
 (:mod:`tilesearch.runner.nvml`), and a timing taken while the clock sat well below its usual level
@@ -12,6 +13,8 @@ is done once more.
 
 from __future__ import annotations
 
+import itertools
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +32,8 @@ FINAL_MAX_MS = 6000.0  # GPU time cap of the final re-time's rounds (all candida
 # at 1980 MHz (after idle compile time) and at 1410 MHz (right after back-to-back trials), and
 # their ratios to torch.matmul, 0.997 and 1.001, missed each other's intervals by 0.2%.
 FINAL_SETTLE_MS = 1500.0
+PLACEMENTS = 4  # copies of the inputs the timed rounds cycle through (fewer where memory is short)
+PLACEMENT_MEMORY_SHARE = 0.2  # of the free GPU memory, at most, for the extra copies
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,41 @@ def compare(outputs: Any, references: Any, tol: Any) -> tuple[float, float, str 
                 f"max error {mx:.3g} (tolerance {tol.max_rel:.3g})"
             )
     return worst_fro, worst_max, why
+
+
+class Placements:
+    """Copies of one problem's inputs at different addresses, each behind a spacer allocation of
+    random size; :meth:`cycle` makes a function that runs on the next copy at each call.
+
+    Where the operands lie in memory moves a short kernel's time: on an H100 the ratio of a 26 us
+    16x4096x4096 GEMM to ``torch.matmul`` spread from 0.880 to 0.898 over three copies of the same
+    inputs in one process, as far as it spread across fresh processes (``scripts/placement_probe.py``),
+    while a 365 us GEMM's moved by 0.3%. Every function of a round calls once per round, so all
+    run on the same copy in a round (the ratio stays paired), the median averages over copies, and
+    the interval, bootstrapped over rounds, covers their spread: a fresh process no longer draws
+    one placement for the whole measurement."""
+
+    def __init__(self, inputs: Sequence[Any], seed: int, count: int = PLACEMENTS) -> None:
+        import torch
+
+        size = sum(t.numel() * t.element_size() for t in inputs if torch.is_tensor(t))
+        free, _ = torch.cuda.mem_get_info()
+        count = max(1, min(count, 1 + int(PLACEMENT_MEMORY_SHARE * free) // max(size, 1)))
+        rng = random.Random(seed)
+        self.inputs: list[tuple[Any, ...]] = [tuple(inputs)]
+        self._spacers = []
+        for _ in range(count - 1):
+            self._spacers.append(torch.empty(rng.randrange(1, 64) * 2**20 + rng.randrange(0, 2**20, 256),
+                                             dtype=torch.int8, device="cuda"))
+            self.inputs.append(tuple(t.clone() if torch.is_tensor(t) else t for t in inputs))
+
+    def cycle(self, make: Callable[[tuple[Any, ...]], Callable[[], Any]]) -> Callable[[], Any]:
+        """``make(inputs)`` for every copy, called in turn: one call runs the next copy's function."""
+        fns = [make(inputs) for inputs in self.inputs]
+        if len(fns) == 1:
+            return fns[0]
+        turn = itertools.cycle(fns)
+        return lambda: next(turn)()
 
 
 def checked_peers(peers: Sequence[Any], op: Any, problem: Any, inputs: Any, target: Any, references: Any,
@@ -340,10 +380,11 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
     if why is not None:
         return RunResult(Status.WRONG_RESULT, error=why, rel_err=rel, max_err=mx, measure_s=time.perf_counter() - start)
 
-    fns = [lambda: kernel(*inputs, *outputs)]
+    placed = Placements(inputs, settings.seed)
+    fns = [placed.cycle(lambda own: _runs(kernel, own, outputs if own is placed.inputs[0] else op.make_outputs(problem, device)))]
     base = op.baseline(problem, inputs) if settings.baseline else None
     if base is not None:
-        fns.append(base)
+        fns.append(placed.cycle(lambda own: base if own is placed.inputs[0] else op.baseline(problem, own)))
     samples, clock = timed(fns, settings, candidate.target.l2_bytes)
     found = figures(samples[0], samples[1] if base is not None else None, settings.seed)
     return RunResult(
@@ -355,6 +396,11 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
         **found,
         **clock,
     )
+
+
+def _runs(kernel: Any, inputs: tuple[Any, ...], outputs: Any) -> Callable[[], Any]:
+    """A call of ``kernel`` on ``inputs`` into ``outputs``."""
+    return lambda: kernel(*inputs, *outputs)
 
 
 def measure_together(candidates: list[Candidate], settings: MeasureSettings, peers: Sequence[Any] = ()) -> list[RunResult]:
@@ -382,6 +428,7 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
     generator.manual_seed(int(digest(first.op, first.problem, settings.seed), 16) % 2**62)
     inputs = op.make_inputs(problem, device, generator)
     references = op.reference(problem, inputs)
+    placed = Placements(inputs, settings.seed)
     results: list[RunResult | None] = []
     fns = []
     for candidate in candidates:
@@ -392,15 +439,17 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
             results.append(RunResult(Status.WRONG_RESULT, error=why, rel_err=rel, max_err=mx))
             continue
         results.append(RunResult(Status.OK, rel_err=rel, max_err=mx))
-        fns.append(lambda kernel=kernel, outputs=outputs: kernel(*inputs, *outputs))
+        fns.append(placed.cycle(lambda own, kernel=kernel, outputs=outputs:
+                                _runs(kernel, own, outputs if own is placed.inputs[0] else op.make_outputs(problem, device))))
     tol = op.tolerance(problem, first.config)
-    for result, fn in checked_peers(peers, op, problem, inputs, first.target, references, tol):
+    for peer, (result, fn) in zip(peers, checked_peers(peers, op, problem, inputs, first.target, references, tol)):
         results.append(result)
-        if fn is not None:
-            fns.append(fn)
+        if fn is not None:  # checked on the first copy; made again on the others (an autotuner's cache is warm)
+            fns.append(placed.cycle(lambda own, peer=peer, fn=fn:
+                                    fn if own is placed.inputs[0] else peer.make(op, problem, own, first.target)))
     base = op.baseline(problem, inputs) if settings.baseline else None
     if base is not None:
-        fns.append(base)
+        fns.append(placed.cycle(lambda own: base if own is placed.inputs[0] else op.baseline(problem, own)))
     samples, clock = timed(fns, settings, first.target.l2_bytes) if fns else ([], {})
     baseline = samples[-1] if base is not None else None
     out, column = [], 0

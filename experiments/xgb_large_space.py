@@ -25,7 +25,7 @@ from typing import Any
 
 from tilesearch import registry, tune
 from tilesearch.builder import NullBuilder
-from tilesearch.experiment.strategies import Timed
+from tilesearch.experiment.replay_runs import Timed
 from tilesearch.strategy import XGBStrategy
 from tilesearch.target import Target
 from tilesearch.testing.synthetic import SyntheticRunner, gemm_latency

@@ -9,6 +9,7 @@ import pytest
 from tilesearch import dataset
 from tilesearch.experiment import field as fb
 from tilesearch.experiment import kernel_tuner as kts
+from tilesearch.experiment import replay_runs as rr
 from tilesearch.experiment import strategies as sb
 from tilesearch.space import config_key
 from tilesearch.testing.synthetic import synthetic_dataset
@@ -96,11 +97,11 @@ def test_unknown_kernel_tuner_strategy_is_refused(data_dir, tmp_path, capsys):
 
 def test_verdict_says_when_another_strategy_beats_xgb():
     def runs(name, hits):  # a run per seed, reaching the best at trial ``hit`` (None: never, in 30)
-        return [sb.Run(name, s, [1.0] * (h - 1) + [2.0] if h else [1.0] * 30,
+        return [rr.Run(name, s, [1.0] * (h - 1) + [2.0] if h else [1.0] * 30,
                        [2.0] * (h - 1) + [1.0] if h else [2.0] * 30, [1.0] * (h or 30), 0.0)
                 for s, h in enumerate(hits)]
 
-    outcome = sb.Outcome("d", 100, 2.0, runs={"xgb": runs("xgb", [9, 10, 11]), "kt:pso": runs("kt:pso", [5, 6, 7]),
+    outcome = rr.Outcome("d", 100, 2.0, runs={"xgb": runs("xgb", [9, 10, 11]), "kt:pso": runs("kt:pso", [5, 6, 7]),
                                              "xgb+transfer": runs("xgb+transfer", [1, 1, 1])})
     outcome.scores = {"xgb": [0.5] * 3, "kt:pso": [0.4] * 3, "xgb+transfer": [0.9] * 3}
     v = fb.verdicts([outcome])["d"]

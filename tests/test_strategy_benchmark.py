@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from tilesearch import dataset
+from tilesearch.experiment import replay_runs as rr
+from tilesearch.experiment import scores as sc
 from tilesearch.experiment import strategies as sb
 from tilesearch.testing.synthetic import synthetic_dataset
 
@@ -48,63 +50,63 @@ def test_refuses_synthetic_files_as_data(data_dir, tmp_path, capsys):
 def test_trials_to_target_and_grid_order(data_dir):
     d = dataset.load(data_dir / "a.jsonl.gz")
     best = d.best().tflops
-    run = sb.run_one(d, "grid", 0, horizon=4, cap=8, batch=1)
+    run = rr.run_one(d, "grid", 0, horizon=4, cap=8, batch=1)
     assert len(run.tflops) == len(d)  # grid and random walk their whole order
     first = next(i for i, t in enumerate(run.tflops, 1) if t is not None and t >= 0.97 * best)
     assert run.trials_to(0.97, best) == first
-    assert sb.Run("x", 0, [None, 1.0], [None, 2.0], [1, 1], 0).trials_to(0.97, 2.0) == math.inf
+    assert rr.Run("x", 0, [None, 1.0], [None, 2.0], [1, 1], 0).trials_to(0.97, 2.0) == math.inf
 
 
 def test_tuner_driven_runs_stop_at_the_cap(data_dir):
     d = dataset.load(data_dir / "a.jsonl.gz")
-    run = sb.run_one(d, "xgb", 0, horizon=5, cap=5, batch=2)  # horizon = cap: no stop at 99% first
+    run = rr.run_one(d, "xgb", 0, horizon=5, cap=5, batch=2)  # horizon = cap: no stop at 99% first
     assert 5 <= len(run.tflops) <= 6  # the batch in flight when the cap is reached still lands
 
 
 def test_willemsen_score_is_one_at_the_optimum_and_near_zero_for_random_search(data_dir):
     d = dataset.load(data_dir / "a.jsonl.gz")
-    setup = sb.score_setup(d, 0.96, 0.5)
+    setup = sc.score_setup(d, 0.96, 0.5)
     best = d.best()
-    oracle = sb.Run("oracle", 0, [best.tflops], [best.latency_ms], [1e-9], 0.0)
-    assert sb.willemsen_score(oracle, setup) == pytest.approx(1.0)
+    oracle = rr.Run("oracle", 0, [best.tflops], [best.latency_ms], [1e-9], 0.0)
+    assert sc.willemsen_score(oracle, setup) == pytest.approx(1.0)
     # a run that has, at each moment, what random search is expected to have found by then
     per_trial = float(np.mean([(r.compile_s or 0) + (r.measure_s or 0) for r in d.rows]))
     times = setup["times"]
     worst_first = np.sort([r.latency_ms for r in d.ok_rows()])[::-1]
     draws = np.maximum(1, np.round(times / per_trial))
-    expected = worst_first[sb._random_index(draws, len(worst_first))]
+    expected = worst_first[sc._random_index(draws, len(worst_first))]
     steps = np.diff(np.concatenate([[0.0], times]))
-    as_random = sb.Run("rs", 0, [1.0] * len(times), list(expected), list(steps), 0.0)
-    assert sb.willemsen_score(as_random, setup) == pytest.approx(0.0, abs=1e-9)
+    as_random = rr.Run("rs", 0, [1.0] * len(times), list(expected), list(steps), 0.0)
+    assert sc.willemsen_score(as_random, setup) == pytest.approx(0.0, abs=1e-9)
 
 
 def test_nearest_prefers_the_closest_shape(data_dir):
     a, b = dataset.load(data_dir / "a.jsonl.gz"), dataset.load(data_dir / "b.jsonl.gz")
-    assert sb.nearest(a, [a, b]) is b and sb.nearest(a, [a]) is None
+    assert rr.nearest(a, [a, b]) is b and rr.nearest(a, [a]) is None
 
 
 def test_carver_variant_measures_the_hints_first(data_dir):
     d = dataset.load(data_dir / "a.jsonl.gz")
     picks = [d.rows[3].config, d.rows[7].config]
-    run = sb.run_one(d, "tpe+carver", 0, horizon=4, cap=4, batch=1, hints=picks)
+    run = rr.run_one(d, "tpe+carver", 0, horizon=4, cap=4, batch=1, hints=picks)
     assert run.tflops[:2] == [d.rows[3].tflops, d.rows[7].tflops]
     with pytest.raises(SystemExit, match="unsupported"):
-        sb.make_strategy("tpe+transfer", 0)
+        rr.make_strategy("tpe+transfer", 0)
 
 
 def test_targets_fail_when_a_median_misses():
     def runs(name, hits):  # one run per seed, reaching the best at trial ``hit``
-        return [sb.Run(name, seed, [1.0] * (hit - 1) + [2.0], [1.0] * hit, [1.0] * hit, 0.0)
+        return [rr.Run(name, seed, [1.0] * (hit - 1) + [2.0], [1.0] * hit, [1.0] * hit, 0.0)
                 for seed, hit in enumerate(hits)]
 
-    outcome = sb.Outcome("d", 504, 2.0, runs={
+    outcome = rr.Outcome("d", 504, 2.0, runs={
         "random": runs("random", [60, 60, 60]), "tpe": runs("tpe", [20, 20, 20]),
         "xgb": runs("xgb", [14, 16, 15]), "xgb+transfer": runs("xgb+transfer", [11, 3, 12])})
-    found = sb.targets([outcome])["d"]
+    found = sc.targets([outcome])["d"]
     assert [ok for ok, _ in found.values()] == [True, True, True, False]  # 15 <= 15.12; 11 > 10.08
     outcome.runs["xgb"] = runs("xgb", [21, 21, 15])
     # median 21: over 15.12, 3 x 21 > 60 and not under tpe's 20
-    assert [ok for ok, _ in sb.targets([outcome])["d"].values()] == [False, False, False, False]
+    assert [ok for ok, _ in sc.targets([outcome])["d"].values()] == [False, False, False, False]
 
 
 # -- issue 3's targets on the committed replay datasets (the real H100 sweeps; about 2.5 min) --
@@ -131,7 +133,7 @@ def test_committed_benchmark_runs_every_strategy_with_ten_seeds(committed):
 def test_xgb_meets_issue3_targets_on_the_committed_data(committed):
     """Median trials to 97% of the best over 10 seeds: xgb within 3% of the dataset, at least 3x
     fewer than random and fewer than tpe; xgb+transfer within 2%; on every dataset."""
-    found = sb.targets(committed)
+    found = sc.targets(committed)
     assert all(len(goals) == 4 for goals in found.values())
     missed = [f"{name}: {goal} ({why})" for name, goals in found.items() for goal, (ok, why) in goals.items() if not ok]
     assert not missed, "\n".join(missed)

@@ -47,7 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from tilesearch import dataset
+from tilesearch.experiment import benchmark_report as br
 from tilesearch.experiment import kernel_tuner as kts
+from tilesearch.experiment import replay_runs as rr
+from tilesearch.experiment import scores as sc
 from tilesearch.experiment import strategies as sb
 from tilesearch.space import config_key
 
@@ -63,19 +66,19 @@ def tuner(name: str) -> str:
     return "Optuna" if name in OPTUNA or name == "tpe" else "tilesearch"
 
 
-def optuna_run(data: dataset.Dataset, name: str, seed: int, *, horizon: int, cap: int) -> sb.Run:
-    """Optuna's sampler ``name`` (``sb.OPTUNA_SAMPLERS``) on ``data`` in an ask-and-tell loop
+def optuna_run(data: dataset.Dataset, name: str, seed: int, *, horizon: int, cap: int) -> rr.Run:
+    """Optuna's sampler ``name`` (``rr.OPTUNA_SAMPLERS``) on ``data`` in an ask-and-tell loop
     (see the module docstring), until ``horizon`` trials and 99% of the best, or ``cap``."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    space = sb._space(data)
+    space = rr.dataset_space(data)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # with_margin is marked experimental
-        sampler = sb.OPTUNA_SAMPLERS[name](seed).sampler()
+        sampler = rr.OPTUNA_SAMPLERS[name](seed).sampler()
     study = optuna.create_study(sampler=sampler, direction="minimize")
     distributions = space.distributions()
-    best, goal = math.inf, data.best().latency_ms / max(sb.TARGETS)
+    best, goal = math.inf, data.best().latency_ms / max(rr.TARGETS)
     seen: dict[str, dataset.Row] = {}
     overhead = 0.0
     for _ in range(50 * cap):  # asks, repeats and pruned ones included
@@ -96,7 +99,7 @@ def optuna_run(data: dataset.Dataset, name: str, seed: int, *, horizon: int, cap
             study.tell(trial, row.latency_ms)
         else:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
-    return sb._run(name, seed, list(seen.values()), overhead)
+    return rr._run(name, seed, list(seen.values()), overhead)
 
 
 class Runs:
@@ -108,31 +111,31 @@ class Runs:
         self.caches: dict[str, kts.Cache] = {}
 
     def __call__(self, data: dataset.Dataset, name: str, seed: int, *, horizon: int, cap: int, batch: int,
-                 transfer: str = "", hints: list | None = None) -> sb.Run:
+                 transfer: str = "", hints: list | None = None) -> rr.Run:
         if name in OPTUNA:
             return optuna_run(data, name, seed, horizon=horizon, cap=cap)
         if not name.startswith(kts.PREFIX):
-            return sb.run_one(data, name, seed, horizon=horizon, cap=cap, batch=batch, transfer=transfer, hints=hints)
+            return rr.run_one(data, name, seed, horizon=horizon, cap=cap, batch=batch, transfer=transfer, hints=hints)
         reverse = name.endswith(kts.REVERSED)
         strategy = name.removeprefix(kts.PREFIX).removesuffix(kts.REVERSED)
         key = data.name + ("_reversed" if reverse else "")
         if key not in self.caches:
             self.caches[key] = kts.export(data, self.directory / f"{key}.json", reverse=reverse)
         rows, seconds = kts.run(self.caches[key], strategy, seed, max_fevals=cap)
-        return sb._run(name, seed, rows, seconds)
+        return rr._run(name, seed, rows, seconds)
 
 
-def medians(outcome: sb.Outcome) -> dict[str, float]:
-    return {row["strategy"]: row["t97"][1] for row in sb.summary_rows(outcome)}
+def medians(outcome: rr.Outcome) -> dict[str, float]:
+    return {row["strategy"]: row["t97"][1] for row in sc.summary_rows(outcome)}
 
 
-def verdicts(outcomes: Sequence[sb.Outcome]) -> dict[str, dict[str, Any]]:
+def verdicts(outcomes: Sequence[rr.Outcome]) -> dict[str, dict[str, Any]]:
     """Per dataset: the strategies with the fewest median trials to 97% and the highest mean
     score, and whether ``xgb`` (without transfer) is among each, against every other strategy
     but its own transfer variant."""
     found = {}
     for outcome in outcomes:
-        rows = [r for r in sb.summary_rows(outcome) if r["strategy"] != "xgb+transfer"]
+        rows = [r for r in sc.summary_rows(outcome) if r["strategy"] != "xgb+transfer"]
         fewest = min(r["t97"][1] for r in rows)
         top = max(r["score"][0] for r in rows)
         found[outcome.dataset] = {
@@ -144,7 +147,7 @@ def verdicts(outcomes: Sequence[sb.Outcome]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def summary(outcomes: Sequence[sb.Outcome], args: argparse.Namespace) -> str:
+def summary(outcomes: Sequence[rr.Outcome], args: argparse.Namespace) -> str:
     """One table across datasets (median trials to 97%, mean score), then the verdicts."""
     names = list(dict.fromkeys(n for o in outcomes for n in o.runs))
     lines = ["| strategy | tuner | " + " | ".join(f"{o.dataset} t97 | score" for o in outcomes) + " |",
@@ -152,12 +155,12 @@ def summary(outcomes: Sequence[sb.Outcome], args: argparse.Namespace) -> str:
     for name in names:
         cells = [name, tuner(name)]
         for outcome in outcomes:
-            row = next((r for r in sb.summary_rows(outcome) if r["strategy"] == name), None)
+            row = next((r for r in sc.summary_rows(outcome) if r["strategy"] == name), None)
             if row is None:
                 cells += ["-", "-"]
                 continue
             lo, med, hi, cap = row["t97"]
-            cells += [f"{sb._fmt(med, cap)} [{sb._fmt(lo, cap)}-{sb._fmt(hi, cap)}]",
+            cells += [f"{br._fmt(med, cap)} [{br._fmt(lo, cap)}-{br._fmt(hi, cap)}]",
                       f"{row['score'][0]:.2f} ± {row['score'][1]:.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"t97: trials to 97% of the best, median [q1-q3] over {args.seeds} seeds (>N: not reached "
@@ -169,7 +172,7 @@ def summary(outcomes: Sequence[sb.Outcome], args: argparse.Namespace) -> str:
     return "\n".join(lines) + "\n"
 
 
-def used(outcome: sb.Outcome) -> list[str]:
+def used(outcome: rr.Outcome) -> list[str]:
     """How many configurations each strategy's runs measured (median), against the budget."""
     return [f"- {name}: median {statistics.median(len(r.tflops) for r in runs):g} configurations per run"
             for name, runs in outcome.runs.items() if name.startswith(kts.PREFIX)]
@@ -204,16 +207,16 @@ def main(argv: list[str] | None = None, *, strategies: Sequence[str] = DEFAULT) 
         runs = Runs(Path(args.caches) if args.caches else Path(tmp))
         outcomes = sb.benchmark(datasets, args, log=lambda text: print(text, file=sys.stderr), run=runs)
     for outcome in outcomes:
-        sb.plot(outcome, out / f"convergence_{outcome.dataset}.png", False)
+        br.plot(outcome, out / f"convergence_{outcome.dataset}.png", False)
     text = summary(outcomes, args)
-    detail = sb.markdown(outcomes, False, args)
+    detail = br.markdown(outcomes, False, args)
     budgets = [line for o in outcomes for line in [f"{o.dataset}:"] + used(o)]
     (out / "results.md").write_text(f"## Across datasets\n\n{text}\n## Per dataset\n\n{detail}\n"
                                     "## Configurations used by Kernel Tuner's strategies\n\n" + "\n".join(budgets) + "\n")
     raw = {o.dataset: {"size": o.size, "best_tflops": o.best_tflops,
                        "runs": {name: [{"seed": r.seed, "measured": len(r.tflops), "overhead_s": r.overhead_s,
                                         **{f"trials_to_{round(t * 100)}": r.trials_to(t, o.best_tflops)
-                                           for t in sb.TARGETS},
+                                           for t in rr.TARGETS},
                                         "score": o.scores[name][i]} for i, r in enumerate(runs)]
                                 for name, runs in o.runs.items()}}
            for o in outcomes}

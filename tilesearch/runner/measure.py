@@ -134,7 +134,8 @@ class Placements:
     while a 365 us GEMM's moved by 0.3%. Every function of a round calls once per round, so all
     run on the same copy in a round (the ratio stays paired), the median averages over copies, and
     the interval, bootstrapped over rounds, covers their spread: a fresh process no longer draws
-    one placement for the whole measurement."""
+    one placement for the whole measurement. Peers (:mod:`tilesearch.runner.peer`) run on the
+    first copy only: an autotuning peer made again for each copy would tune again each time."""
 
     def __init__(self, inputs: Sequence[Any], seed: int, count: int = PLACEMENTS) -> None:
         import torch
@@ -442,11 +443,10 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
         fns.append(placed.cycle(lambda own, kernel=kernel, outputs=outputs:
                                 _runs(kernel, own, outputs if own is placed.inputs[0] else op.make_outputs(problem, device))))
     tol = op.tolerance(problem, first.config)
-    for peer, (result, fn) in zip(peers, checked_peers(peers, op, problem, inputs, first.target, references, tol)):
+    for result, fn in checked_peers(peers, op, problem, inputs, first.target, references, tol):
         results.append(result)
-        if fn is not None:  # checked on the first copy; made again on the others (an autotuner's cache is warm)
-            fns.append(placed.cycle(lambda own, peer=peer, fn=fn:
-                                    fn if own is placed.inputs[0] else peer.make(op, problem, own, first.target)))
+        if fn is not None:  # on the first copy only: making a peer again would tune an autotuner again
+            fns.append(fn)
     base = op.baseline(problem, inputs) if settings.baseline else None
     if base is not None:
         fns.append(placed.cycle(lambda own: base if own is placed.inputs[0] else op.baseline(problem, own)))

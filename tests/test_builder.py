@@ -53,3 +53,13 @@ def test_a_slow_compile_times_out_and_the_builder_goes_on():
         assert not slow.ok and slow.timed_out
         builder.timeout = 600
         assert builder.submit(gemm(512, 512, 512)).result().ok
+
+
+def test_a_compile_reports_the_share_spent_in_compiler_processes(tmp_path, monkeypatch):
+    """Where one configuration's compile time goes (the fast-tuning issue): lowering in Python, or
+    nvcc and the host compiler; from an empty TileLang cache, so the compilers really run."""
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    with LocalBuilder(workers=1, timeout=600) as builder:
+        result = builder.submit(gemm(640, 384, 192)).result()
+    assert result.ok, result.error
+    assert 0 < result.tools_s < result.compile_s

@@ -205,6 +205,13 @@ def cmd_tune(args: list[str]) -> int:
     elif result.measured_now:
         print(f"pipeline: {result.compile_per_min:.1f} configurations compiled per minute; "
               f"GPU idle {100 * result.gpu_idle:.0f}% of the wall time")
+    if TuneSettings(**settings).verbose:
+        from tilesearch import phases
+
+        first = f"{result.first_result_s:.1f} s" if result.first_result_s is not None else "none"
+        busy = f"{100 * result.busy_after_first:.0f}%" if result.busy_after_first is not None else "-"
+        print(f"first measured trial after {first}; runner busy {busy} of the time after it")
+        print(phases.table(result.phases, result.wall_s))
     for note in result.notes:
         print(f"note: {note}")
     if result.best:

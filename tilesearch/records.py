@@ -67,6 +67,7 @@ class BuildResult:
     error: str | None = None
     compile_s: float = 0.0
     timed_out: bool = False
+    tools_s: float = 0.0  # of compile_s, in compiler processes (nvcc, the host compiler)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,6 +25,7 @@ from tilesearch.database import TrialRecord, TuningDatabase, check_study_name, f
 from tilesearch.errors import TilesearchError
 from tilesearch.heartbeat import Heartbeat
 from tilesearch.op import Operator, Problem
+from tilesearch.phases import Phases
 from tilesearch.progress import Progress
 from tilesearch.records import BuildResult, Candidate, Final, Status
 from tilesearch.runner import MeasureSettings, Runner
@@ -74,6 +75,8 @@ class TuneSettings:
         retime: the top configurations re-timed together at the end of the run, the baseline
             interleaved, to choose the best and its tie set (:mod:`tilesearch.runner.retime`);
             0 keeps the search's ranking.
+        verbose: print where the wall time went (:mod:`tilesearch.phases`); the figures are in
+            :attr:`TuneResult.phases` either way.
     """
 
     strategy: str = "tpe"
@@ -93,6 +96,7 @@ class TuneSettings:
     progress: bool = True
     heartbeat: int = 10
     retime: int = 5
+    verbose: bool = False
 
     def __post_init__(self) -> None:
         reason = _why_bad(self)
@@ -132,7 +136,9 @@ class TuneResult:
 
     ``compile_per_min`` is configurations compiled per minute of the tuning loop's wall time
     (first proposal to last record); ``gpu_idle`` the share of that time in which the runner
-    was not measuring.
+    was not measuring. ``phases`` are the seconds spent per phase (:mod:`tilesearch.phases`),
+    ``first_result_s`` the seconds from the start of ``tune`` to the first measured trial, and
+    ``busy_after_first`` the share of the loop's time after that result in which the runner measured.
     """
 
     study: str
@@ -149,6 +155,9 @@ class TuneResult:
     gpu_idle: float = 0.0
     final: Final | None = None
     notes: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+    first_result_s: float | None = None
+    busy_after_first: float | None = None
 
 
 def tune(
@@ -185,7 +194,8 @@ def tune(
     elif not isinstance(problem, Problem):
         problem = operator.problem(**{**problem, **raw})
 
-    start = time.perf_counter()
+    phases = Phases()
+    start = phases.start
     runner = runner or create_runner(
         settings.runner,
         device=settings.device,
@@ -197,7 +207,8 @@ def tune(
         NullBuilder() if runner.replayed else LocalBuilder(settings.build_workers or None, settings.build_timeout)
     )
     try:
-        target = runner.start()
+        with phases("runner start"):
+            target = runner.start()
         if settings.arch and settings.arch != target.arch:
             target = replace(target, arch=settings.arch)
         search = strategy or create(
@@ -206,18 +217,20 @@ def tune(
         if settings.hints:
             search = Hinted(search, settings.hints)
         space = runner.prepare(problem, space or operator.space(problem, target))
-        db = open_study(operator, problem, target, runner, storage=settings.storage, study=settings.study,
-                        sampler=search.sampler(), heartbeat=settings.heartbeat)
-        notes = _earlier_studies(db, problem, target)
-        db.fail_stale()
-        loop = _Loop(operator, op_ref, problem, space, target, db, search, builder, runner, settings)
+        with phases("study open"):
+            db = open_study(operator, problem, target, runner, storage=settings.storage, study=settings.study,
+                            sampler=search.sampler(), heartbeat=settings.heartbeat)
+            notes = _earlier_studies(db, problem, target)
+            db.fail_stale()
+        loop = _Loop(operator, op_ref, problem, space, target, db, search, builder, runner, settings, phases)
         loop.run()
         final = db.final()
         if settings.retime and final is None:  # none yet, or trials were measured after it
             top = db.best(settings.retime)
             if top:
-                final = final_retime(runner, [(r.number, r.config) for r in top], op=problem.op,
-                                     problem=problem.to_dict(), target=target, op_ref=op_ref)
+                with phases("final re-time"):
+                    final = final_retime(runner, [(r.number, r.config) for r in top], op=problem.op,
+                                         problem=problem.to_dict(), target=target, op_ref=op_ref)
                 db.set_final(final)
     finally:
         builder.close()
@@ -237,6 +250,9 @@ def tune(
         gpu_idle=1 - loop.run_s / loop.wall_s if loop.wall_s else 0.0,
         final=final,
         notes=notes,
+        phases=dict(phases.seconds),
+        first_result_s=phases.first_result_s,
+        busy_after_first=loop.busy_after_first(),
     )
     db.close()
     return result
@@ -290,7 +306,11 @@ def _earlier_studies(db: TuningDatabase, problem: Problem, target: Target) -> li
 
 
 class _Loop:
-    def __init__(self, operator, op_ref, problem, space, target, db, search, builder, runner, settings) -> None:
+    def __init__(self, operator, op_ref, problem, space, target, db, search, builder, runner, settings,
+                 phases: Phases | None = None) -> None:
+        self.phases = phases or Phases()
+        self.first_at: float | None = None  # when the first result was recorded
+        self.run_after_first = 0.0
         self.op_ref, self.problem, self.space, self.target = op_ref, problem, space, target
         self.db, self.search, self.builder, self.runner = db, search, builder, runner
         self.context = SearchContext(operator, problem, space, target, db, settings.seed)
@@ -310,6 +330,7 @@ class _Loop:
         self.builds = 0
         self.run_s = 0.0
         self.wall_s = 0.0
+        self.ended = 0.0
         self.statuses: dict[str, int] = {}
         self.idle = 0
         self.repeats = 0
@@ -320,7 +341,14 @@ class _Loop:
         try:
             self._run()
         finally:
-            self.wall_s = time.perf_counter() - start
+            self.ended = time.perf_counter()
+            self.wall_s = self.ended - start
+
+    def busy_after_first(self) -> float | None:
+        """Share of the loop's time after the first result in which the runner measured."""
+        if self.first_at is None or self.ended <= self.first_at:
+            return None
+        return self.run_after_first / (self.ended - self.first_at)
 
     def _run(self) -> None:
         with self.progress, self.heartbeat:
@@ -341,7 +369,8 @@ class _Loop:
                     # a rerun with the same seed proposes the same configurations. The runner
                     # rarely waits for it: the pool compiles the others meanwhile.
                     oldest = next(iter(self.pending))
-                    wait([oldest])
+                    with self.phases("wait for build"):
+                        wait([oldest])
                     self._finish(oldest)
             except BaseException:
                 # After a signal, write nothing more: it may have landed inside a storage
@@ -365,12 +394,14 @@ class _Loop:
             want = min(self.depth - len(self.pending), self.budget - self.launched, room)
             stuck = self.idle >= MAX_IDLE_PROPOSALS or self.repeats >= SAMPLER_REPEATS
             source = self.fallback if stuck else self.search
-            proposals = source.propose(self.context, want)
+            with self.phases("propose"):
+                proposals = source.propose(self.context, want)
             if not proposals:
                 return True
             for proposal in proposals:
                 try:
-                    self._launch(proposal)
+                    with self.phases("database"):  # the trial's writes, and the claim
+                        self._launch(proposal)
                 except optuna.exceptions.UpdateFinishedTrialError:
                     self.idle += 1  # another tuning process ended the trial meanwhile (its heartbeat lapsed)
         return False
@@ -416,10 +447,22 @@ class _Loop:
         build = future.result()
         self.compile_s += build.compile_s
         self.builds += 1
+        self.phases.add("pool: compile", build.compile_s)
+        self.phases.add("pool: compiler processes", build.tools_s)
         measured_at = time.perf_counter()
-        run = self.runner.run(build.candidate) if build.ok else None
-        self.run_s += time.perf_counter() - measured_at
-        self.db.record(trial, build, run)
+        with self.phases("measure"):
+            run = self.runner.run(build.candidate) if build.ok else None
+        took = time.perf_counter() - measured_at
+        self.run_s += took
+        if self.first_at is not None:
+            self.run_after_first += took
+        for name, seconds in (run.extra.get("phases", {}) if run is not None else {}).items():
+            self.phases.add(f"worker: {name}", seconds)
+        with self.phases("database"):
+            self.db.record(trial, build, run)
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
+            self.phases.result_arrived()
         self.measured += 1
         status = run.status.value if run is not None else (
             Status.COMPILE_TIMEOUT.value if build.timed_out else Status.COMPILE_ERROR.value

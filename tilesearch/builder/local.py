@@ -5,22 +5,51 @@ from __future__ import annotations
 
 import os
 import queue
+import subprocess
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
 
 from tilesearch.builder.base import Builder
 from tilesearch.records import BuildResult, Candidate
 from tilesearch.workers import IsolatedWorker
 
 
-def compile_candidate(candidate: Candidate) -> float:
-    """Runs in a worker process of the compile pool: compiles one candidate, returns the seconds it took."""
+def compile_candidate(candidate: Candidate) -> tuple[float, float]:
+    """Runs in a worker process of the compile pool: compiles one candidate; returns the seconds
+    it took and, of those, the seconds spent waiting on compiler processes (nvcc and the host
+    compiler, which TileLang runs through :mod:`subprocess`; the rest is lowering in Python)."""
     from tilesearch.op import Problem
 
     op = candidate.load_op()
     start = time.perf_counter()
-    op.build(Problem(op.name, candidate.problem), candidate.config, candidate.target)
-    return time.perf_counter() - start
+    with _timed_subprocesses() as tools:
+        op.build(Problem(op.name, candidate.problem), candidate.config, candidate.target)
+    return time.perf_counter() - start, tools[0]
+
+
+@contextmanager
+def _timed_subprocesses() -> Iterator[list[float]]:
+    """Adds up the wall time of ``subprocess.run`` and ``Popen.communicate`` calls meanwhile."""
+    spent = [0.0]
+    run, communicate = subprocess.run, subprocess.Popen.communicate
+
+    def timed(fn: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - began
+        return call
+
+    subprocess.run, subprocess.Popen.communicate = timed(run), timed(communicate)  # type: ignore[method-assign]
+    try:
+        yield spent
+    finally:
+        subprocess.run, subprocess.Popen.communicate = run, communicate  # type: ignore[method-assign]
 
 
 def warm_up() -> None:
@@ -67,7 +96,8 @@ class LocalBuilder(Builder):
                 "tilesearch.builder.local:compile_candidate", candidate, timeout=self.timeout
             )
             if result.ok:
-                return BuildResult(candidate, ok=True, compile_s=float(result.value))
+                total, tools = result.value
+                return BuildResult(candidate, ok=True, compile_s=float(total), tools_s=float(tools))
             return BuildResult(
                 candidate,
                 ok=False,

@@ -371,15 +371,20 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
     op = candidate.load_op()
     problem = Problem(op.name, candidate.problem)
     kernel = op.build(problem, candidate.config, candidate.target)
+    phases = {"load": time.perf_counter() - start}  # from TileLang's cache (or compiled here)
 
     device = torch.device("cuda")
     generator = torch.Generator(device=device)
     generator.manual_seed(int(digest(candidate.key, settings.seed), 16) % 2**62)
     inputs = op.make_inputs(problem, device, generator)
     outputs = op.make_outputs(problem, device)
+    checked = time.perf_counter()
     rel, mx, why = check(kernel, inputs, outputs, op.reference(problem, inputs), op.tolerance(problem, candidate.config))
+    phases["check"] = time.perf_counter() - checked
     if why is not None:
-        return RunResult(Status.WRONG_RESULT, error=why, rel_err=rel, max_err=mx, measure_s=time.perf_counter() - start)
+        return RunResult(Status.WRONG_RESULT, error=why, rel_err=rel, max_err=mx, measure_s=time.perf_counter() - start,
+                         extra={"phases": phases})
+    timing = time.perf_counter()
 
     placed = Placements(inputs, settings.seed)
     fns = [placed.cycle(lambda own: _runs(kernel, own, outputs if own is placed.inputs[0] else op.make_outputs(problem, device)))]
@@ -388,6 +393,7 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
         fns.append(placed.cycle(lambda own: base if own is placed.inputs[0] else op.baseline(problem, own)))
     samples, clock = timed(fns, settings, candidate.target.l2_bytes)
     found = figures(samples[0], samples[1] if base is not None else None, settings.seed)
+    phases["time"] = time.perf_counter() - timing
     return RunResult(
         Status.OK,
         tflops=op.flops(problem) / (found["latency_ms"] * 1e-3) / 1e12,
@@ -396,6 +402,7 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
         measure_s=time.perf_counter() - start,
         **found,
         **clock,
+        extra={"phases": phases},
     )
 
 

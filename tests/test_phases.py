@@ -1,0 +1,60 @@
+"""Where a tuning run's time goes (tilesearch.phases), as ``tune`` reports it."""
+
+import time
+
+from tilesearch import tune
+from tilesearch.builder import NullBuilder
+from tilesearch.phases import Phases, table
+from tilesearch.testing.synthetic import SyntheticRunner
+from tilesearch.testing.toy import TOY_OP
+
+
+def test_phases_add_up_named_spans_and_print_in_the_order_of_a_run():
+    phases = Phases()
+    with phases("propose"):
+        time.sleep(0.02)
+    with phases("propose"):
+        time.sleep(0.01)
+    phases.add("pool: compile", 12.0)
+    phases.add("zz custom", 0.5)
+    assert 0.03 <= phases.seconds["propose"] < 0.5
+    lines = table(phases.seconds, wall_s=1.0).splitlines()
+    assert [line.split()[0] for line in lines[1:]] == ["propose", "pool:", "zz"]
+    assert lines[2].endswith("-")  # a pool's seconds add up over processes: no share of the wall
+
+
+class _Measuring(SyntheticRunner):
+    replayed = False
+
+    def run(self, candidate):
+        time.sleep(0.01)
+        return super().run(candidate)
+
+
+def test_tune_reports_its_phases_the_first_result_and_how_busy_the_runner_was():
+    result = tune(TOY_OP, {"size": 64}, runner=_Measuring(), builder=NullBuilder(), strategy="random",
+                  trials=12, storage=":memory:", progress=False, retime=0)
+    own = {k: v for k, v in result.phases.items() if not k.startswith(("pool:", "worker:"))}
+    assert {"runner start", "study open", "propose", "database", "measure"} <= set(own)
+    assert own["measure"] >= 12 * 0.01 and sum(own.values()) <= result.wall_s
+    assert 0 < result.first_result_s < result.wall_s
+    assert 0 < result.busy_after_first <= 1
+
+
+def test_tune_verbose_prints_the_phases(tmp_path):
+    import subprocess
+    import sys
+
+    from tilesearch.testing.synthetic import synthetic_dataset
+
+    problem = {"m": 1024, "n": 1024, "k": 1024, "dtype": "float16"}
+    data = synthetic_dataset(tmp_path / "ds.jsonl.gz", problem,
+                             {"block_m": (64, 128), "block_n": (64, 128), "block_k": (32,), "num_stages": (2, 3),
+                              "threads": (128,), "panel_size": (0,), "warp_policy": ("square",)})
+    done = subprocess.run([sys.executable, "-m", "tilesearch.cli", "tune", "op=gemm",
+                           *(f"{k}={v}" for k, v in problem.items()), f"runner=replay:{data.path}", "trials=4",
+                           f"storage=sqlite:///{tmp_path / 's.db'}", "progress=false", "verbose=true"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "first measured trial after" in out and "phase " in out and "\npropose " in out

@@ -1,0 +1,58 @@
+"""Where a tuning run's wall time goes: the phases of ``tune``, measured, not estimated.
+
+A tuning run is mostly waiting (on a worker process to start, on the compile pool, on the GPU),
+and which wait dominates decides what to make faster. :class:`Phases` adds up the seconds the
+tuning process spends in each named phase (``with phases("propose"): ...``) and the seconds the
+compile pool and the measuring worker report for work done elsewhere (``phases.add``); ``tune``
+returns the totals in :attr:`~tilesearch.tuner.TuneResult.phases`, and ``tune ... verbose=true``
+prints them.
+
+Phases of the tuning process are parts of its wall time and do not overlap; those of the compile
+pool add up over its worker processes (``compile`` in 15 processes can exceed the wall time).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# the phases ``tune`` records, in the order of a run; ``pool:`` ones add up over worker processes
+ORDER = (
+    "runner start", "study open", "propose", "database", "wait for build", "measure", "final re-time",
+    "pool: compile", "pool: compiler processes", "worker: load", "worker: check", "worker: time",
+)
+
+
+class Phases:
+    """Seconds per named phase, and the moment of the first result."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+        self.first_result_s: float | None = None
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(name, time.perf_counter() - began)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def result_arrived(self) -> None:
+        if self.first_result_s is None:
+            self.first_result_s = time.perf_counter() - self.start
+
+
+def table(seconds: dict[str, float], wall_s: float) -> str:
+    """The phases as lines ``name  seconds  share of the wall time``, in the order of a run."""
+    names = [n for n in ORDER if n in seconds] + sorted(set(seconds) - set(ORDER))
+    lines = ["phase                         seconds   of wall"]
+    for name in names:
+        share = f"{100 * seconds[name] / wall_s:6.0f}%" if wall_s and not name.startswith("pool:") else "      -"
+        lines.append(f"{name:28} {seconds[name]:8.2f}   {share}")
+    return "\n".join(lines)

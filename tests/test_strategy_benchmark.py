@@ -60,7 +60,9 @@ def test_trials_to_target_and_grid_order(data_dir):
 def test_tuner_driven_runs_stop_at_the_cap(data_dir):
     d = dataset.load(data_dir / "a.jsonl.gz")
     run = rr.run_one(d, "xgb", 0, horizon=5, cap=5, batch=2)  # horizon = cap: no stop at 99% first
-    assert 5 <= len(run.tflops) <= 6  # the batch in flight when the cap is reached still lands
+    # rounds of 2 in a pipeline 3 deep (the tuner's ROUND with one compile worker): what is in
+    # flight when the cap is seen still lands, at most the pipeline's depth less one more
+    assert 5 <= len(run.tflops) <= 5 + 2
 
 
 def test_willemsen_score_is_one_at_the_optimum_and_near_zero_for_random_search(data_dir):

@@ -37,10 +37,11 @@ from tilesearch.strategy.hints import Hinted
 from tilesearch.target import Target
 
 MAX_IDLE_PROPOSALS = 64  # proposals in a row that launch nothing before falling back to random
-# The strategy is asked for this many proposals at a time, after as many results: a fixed round,
-# so that what it has seen when it proposes does not depend on how fast compiles finish, and
-# large enough that a cost model scores its candidate pool once per round, not once per trial.
-# The pipeline holds the compile pool's workers plus one round, so the pool stays busy meanwhile.
+# The strategy is asked for this many proposals at a time (fewer with a smaller compile pool),
+# after as many results: a fixed round, so that what it has seen when it proposes does not depend
+# on how fast compiles finish, and large enough that a cost model scores its candidate pool once
+# per round, not once per trial. The pipeline holds the compile pool's workers plus one round, so
+# the pool stays busy meanwhile.
 ROUND = 4
 # A sampler's repeat of a measured configuration costs a trial (it was opened to sample it), so
 # after this many in a row one proposal comes from the random fallback, which picks an untaken
@@ -322,7 +323,8 @@ class _Loop:
         self.poll_s = float(min(settings.heartbeat or 1, 1))
         self.check_s = float(settings.heartbeat or 10)
         self.checked = time.monotonic()
-        self.depth = builder.workers + ROUND
+        self.round = min(ROUND, builder.workers + 1)
+        self.depth = builder.workers + self.round
         self.pending: dict[Future[BuildResult], Any] = {}
         self.launched = 0
         self.measured = 0
@@ -384,7 +386,7 @@ class _Loop:
 
     def _fill(self) -> bool:
         """Launches proposals until the pipeline is full; True when the strategy ran dry."""
-        if len(self.pending) > self.depth - ROUND:
+        if len(self.pending) > self.depth - self.round:
             return False  # the round's results are not all in yet
         while self.launched < self.budget and len(self.pending) < self.depth:
             self._check_stale()

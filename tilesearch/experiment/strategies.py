@@ -124,7 +124,7 @@ def build_parser(strategies: Sequence[str] = STRATEGIES) -> argparse.ArgumentPar
                         help="comma-separated; NAME+transfer (xgb) and NAME+carver (Carver hints first) also work, "
                              "and gp, cmaes (Optuna's samplers)")
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--batch", type=int, default=1, help="proposals per round (the tuner's pipeline depth)")
+    parser.add_argument("--batch", type=int, default=1, help="proposals per round (the pipeline is one round deeper than the compile pool, batch - 1 workers)")
     parser.add_argument("--horizon", type=float, default=0.1,
                         help="run each strategy for at least this share of the dataset (and until 99%% is reached)")
     parser.add_argument("--min-horizon", type=int, default=20)

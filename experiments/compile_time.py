@@ -1,0 +1,20 @@
+"""Where one configuration's compile time goes (the fast-tuning issue): lowering in Python against
+nvcc and the host compiler, per sampled GEMM configuration, from an empty TileLang cache. Needs
+nvcc, no GPU; with ``workers=1`` the per-configuration seconds are those of one core.
+
+    python experiments/compile_time.py out=$OUT [configs=6] [workers=1] [m=8192 n=8192 k=8192]
+
+The work is in :mod:`tilesearch.experiment.compile_time`.
+"""
+
+import sys
+
+from tilesearch.experiment.checks import Check, main
+
+COMPILE_TIME = Check(name="compile_time", work="tilesearch.experiment.compile_time:measure", options={
+    "configs": 6, "workers": 1, "seed": 0, "arch": "sm_90a",
+    "m": 8192, "n": 8192, "k": 8192, "dtype": "float16", "layout": "nn",
+})
+
+if __name__ == "__main__":
+    sys.exit(main(COMPILE_TIME))

@@ -59,3 +59,13 @@ def test_multi_gpu_refuses_an_unknown_order_with_one_line(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "multi_gpu: order=sideways: use one of two-first, one-first"]
+
+
+@pytest.mark.nvcc
+def test_compile_time_splits_a_compile_into_lowering_and_compiler_processes(tmp_path):
+    done = subprocess.run([sys.executable, "experiments/compile_time.py", f"out={tmp_path}", "configs=1",
+                           "m=1000", "n=768", "k=320"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "compile_time.json").read_text())["rows"]
+    assert row["ok"] and 0 < row["tools_s"] < row["compile_s"]
+    assert done.stdout.strip().splitlines()[-1].startswith("median per configuration:")

@@ -32,8 +32,8 @@ def test_options_take_the_command_line_in_either_spelling_converted_to_the_defau
     assert (got.parts, got.trials, got.timeout, got.skip, got.storage) == ("a,b", 4, 2.0, True, "sqlite:///x.db")
 
 
-@pytest.mark.parametrize("argv, says", [(["trails=4"], "unknown key 'trails'"), (["trials=four"], "give a number"),
-                                        (["skip=maybe"], "give true or false"), (["trials"], "not key=value")])
+@pytest.mark.parametrize("argv, says", [(["trails=4"], "unknown key 'trails'"), (["trials=four"], "must be a int"),
+                                        (["skip=maybe"], "must be true or false"), (["trials"], "not key=value")])
 def test_bad_input_is_exit_2_and_one_line_and_nothing_runs(argv, says, capsys, tmp_path):
     SEEN.clear()
     assert main(CHECK, [f"out={tmp_path}", *argv]) == 2

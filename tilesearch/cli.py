@@ -68,7 +68,9 @@ def parse_pairs(args: list[str]) -> dict[str, str]:
     return pairs
 
 
-def _coerce(name: str, raw: str, default: Any) -> Any:
+def coerce(name: str, raw: str, default: Any) -> Any:
+    """``raw`` as the type of ``default`` (a bool from true/false, yes/no, 1/0, on/off; a finite,
+    non-negative number), or :class:`UsageError`; a string default keeps ``raw``."""
     if isinstance(default, bool):
         if raw.lower() in ("1", "true", "yes", "on"):
             return True
@@ -100,7 +102,7 @@ def split_settings(pairs: dict[str, str], allowed: tuple[str, ...]) -> tuple[dic
     settings, rest = {}, {}
     for key, raw in pairs.items():
         if key in allowed:
-            settings[key] = _coerce(key, raw, defaults.get(key, ""))
+            settings[key] = coerce(key, raw, defaults.get(key, ""))
         else:
             rest[key] = raw
     return settings, rest
@@ -127,7 +129,7 @@ def _gpus(pairs: dict[str, str]) -> list[int] | None:
     """Devices of ``gpus=0,1`` or ``workers=N`` (GPUs 0..N-1), one tuning process each (``workers``
     keeps its name for users' scripts); ``None`` for one tuning loop in this process."""
     raw_gpus, raw_workers = pairs.pop("gpus", None), pairs.pop("workers", None)
-    workers = int(_coerce("workers", raw_workers, 1)) if raw_workers is not None else None
+    workers = int(coerce("workers", raw_workers, 1)) if raw_workers is not None else None
     if raw_gpus is None:
         return list(range(workers)) if workers and workers > 1 else None
     try:
@@ -298,7 +300,7 @@ def cmd_show(args: list[str]) -> int:
     if range_cli.has_range(pairs):
         return range_cli.show(pairs, UsageError)
     storage = pairs.pop("storage", None)
-    top = int(_coerce("top", pairs.pop("top", "10"), 10))
+    top = int(coerce("top", pairs.pop("top", "10"), 10))
     op, problem = _load_problem(pairs, settings_keys=("storage", "top"))
     try:
         opened = open_storage(storage, read_only=True)  # show creates and writes nothing
@@ -363,7 +365,7 @@ def cmd_revalidate(args: list[str]) -> int:
     from tilesearch.runner import NoDeviceError, UnknownRunnerError
 
     pairs = parse_pairs(args)
-    options = {k: _coerce(k, pairs.pop(k), default) for k, default in REVALIDATE_KEYS.items() if k in pairs}
+    options = {k: coerce(k, pairs.pop(k), default) for k, default in REVALIDATE_KEYS.items() if k in pairs}
     op, problem = _load_problem(pairs, settings_keys=tuple(REVALIDATE_KEYS))
     try:
         out = revalidate(op, problem, **{k: v or None if k in ("study", "storage") else v for k, v in options.items()})

@@ -101,7 +101,7 @@ def _parse(pairs: dict[str, str], usage_error: type[Exception], setting_keys: tu
     from dataclasses import fields
 
     from tilesearch import registry
-    from tilesearch.cli import _coerce
+    from tilesearch.cli import coerce
     from tilesearch.range_tuner import RangeSettings
     from tilesearch.tuner import TuneSettings
 
@@ -117,9 +117,9 @@ def _parse(pairs: dict[str, str], usage_error: type[Exception], setting_keys: tu
         if key == "op":
             continue
         if key in RANGE_KEYS and key in setting_keys:
-            ranges[key] = _coerce(key, raw, defaults[key])
+            ranges[key] = coerce(key, raw, defaults[key])
         elif key in setting_keys:
-            settings[key] = _coerce(key, raw, defaults.get(key, ""))
+            settings[key] = coerce(key, raw, defaults.get(key, ""))
         elif key in {p.name for p in op.params}:
             rest[key] = raw
         else:

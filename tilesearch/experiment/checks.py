@@ -19,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from tilesearch.cli import UsageError, coerce
 from tilesearch.experiment.cli import pairs
 from tilesearch.experiment.config import ExperimentError
 
@@ -33,7 +34,7 @@ class Check:
             returning the exit code; imported only when the check runs, so a script imports
             without a GPU.
         options: every option with its default; a given value is converted to the default's
-            type (``True``/``False`` from ``true``/``false``, ``1``/``0``, ``yes``/``no``);
+            type, as ``tilesearch``'s own command line converts (:func:`tilesearch.cli.coerce`);
             ``None`` defaults stay strings.
     """
 
@@ -47,23 +48,11 @@ class Check:
         for key, raw in pairs(argv):
             if key not in values:
                 raise ExperimentError(f"unknown key {key!r}; keys: {', '.join(sorted(values))}")
-            values[key] = _convert(key, raw, values[key] if key in self.options else "")
+            try:
+                values[key] = coerce(key, raw, values[key] if key in self.options else "")
+            except UsageError as e:
+                raise ExperimentError(str(e)) from None
         return SimpleNamespace(**values)
-
-
-def _convert(key: str, raw: str, default: Any) -> Any:
-    if isinstance(default, bool):
-        if raw.lower() in ("1", "true", "yes", "on"):
-            return True
-        if raw.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ExperimentError(f"{key}={raw}: give true or false")
-    if isinstance(default, (int, float)):
-        try:
-            return type(default)(raw)
-        except ValueError:
-            raise ExperimentError(f"{key}={raw}: give a number like {default}") from None
-    return raw
 
 
 def main(check: Check, argv: list[str] | None = None) -> int:

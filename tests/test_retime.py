@@ -3,6 +3,7 @@
 from tilesearch import cli
 from tilesearch.database import TuningDatabase
 from tilesearch.records import Retimed, RunResult, Status
+from tilesearch.runner.pool import disagree, pool
 from tilesearch.runner.retime import select
 from tilesearch.space import Categorical, Space
 from tilesearch.testing.cpu import CpuRunner
@@ -41,7 +42,11 @@ def test_tune_retimes_its_top_together_on_the_cpu_and_stores_the_choice(tmp_path
                   trials=2, retime=2, storage=storage, progress=False)
     final = result.final
     assert final is not None and final.together and final.replayed and final.basis == "latency"
-    assert len(final.entries) == 2 and all(e.result.runs == 15 for e in final.entries)
+    # timed in two fresh worker processes (more if they disagreed), their rounds pooled; the raw
+    # rounds stay out of the database
+    processes = [e.result.extra["processes"] for e in final.entries]
+    assert all(2 <= n <= 4 and e.result.runs == 15 * n for n, e in zip(processes, final.entries))
+    assert not any("samples" in e.result.extra for e in final.entries)
     assert final.ties[0] == final.chosen.trial
     db = TuningDatabase(storage, result.study)
     assert db.final() == final and db.best(1)[0].number == final.chosen.trial
@@ -71,3 +76,27 @@ def test_replayed_final_serves_the_recorded_figures_and_says_so(tmp_path, capsys
                      "progress=false"]) == 0
     assert TuningDatabase(storage, name).final() is None
     assert "no final re-time covers" in (cli.main(["show", *args]) == 0 and capsys.readouterr().out)
+
+
+def timed(ms, low, high, rounds=(1.0, 1.0), **extra):
+    return RunResult(Status.OK, latency_ms=ms, latency_low=low, latency_high=high, tflops=2.0 / ms,
+                     extra={"samples": list(rounds), **extra})
+
+
+def test_pool_takes_every_process_rounds_and_the_first_failure():
+    a = [timed(1.0, 0.99, 1.01, (1.0, 1.02, 0.98)), timed(2.0, 1.9, 2.1, (2.0,) * 3)]
+    b = [timed(1.1, 1.09, 1.11, (1.1, 1.12, 1.08)), RunResult(Status.WRONG_RESULT, error="off by 1", extra={"samples": [9]})]
+    first, second = pool([a, b])
+    assert first.runs == 6 and first.extra == {"processes": 2, "process_figures": [1.0, 1.1]}
+    assert first.latency_ms == 1.05 and first.latency_low <= 1.0 and first.latency_high >= 1.1
+    assert first.tflops == 2.0 / 1.05
+    assert second.status == Status.WRONG_RESULT and second.extra == {}
+    # one process: its figures as they came, less the rounds
+    assert pool([a])[0].latency_ms == 1.0 and "samples" not in pool([a])[0].extra
+
+
+def test_another_process_is_asked_for_when_the_best_is_not_settled():
+    agreeing = [[timed(1.0, 0.99, 1.01), timed(2.0, 1.9, 2.1)], [timed(1.005, 0.995, 1.015), timed(2.5, 2.4, 2.6)]]
+    assert not disagree(agreeing)  # the second candidate differs, but it is not the best
+    assert disagree([agreeing[0], [timed(1.05, 1.04, 1.06), timed(2.0, 1.9, 2.1)]])
+    assert not disagree(agreeing[:1])

@@ -24,6 +24,24 @@ def test_ratio_interval_covers_the_truth_and_is_seeded():
     assert stats.ratio(base, kernel, seed=4) != r
 
 
+def test_pooled_interval_covers_what_each_process_saw():
+    # three processes of one kernel, each off by a constant of its own (where its inputs sat):
+    # each process's interval is narrow and misses the others', the pooled one meets them all
+    processes = [paired(800, 0.89 * shift, 0.003, seed=i) for i, shift in enumerate((1.0, 1.011, 1.005))]
+    alone = [stats.ratio(*p) for p in processes]
+    assert not stats.overlap((alone[0].low, alone[0].high), (alone[1].low, alone[1].high))
+    pooled = stats.pooled_ratio(processes, seed=1)
+    assert all(stats.overlap((pooled.low, pooled.high), (r.low, r.high)) for r in alone)
+    assert pooled.high - pooled.low > 2 * max(r.high - r.low for r in alone)
+    assert pooled.half_width < 0.01 and stats.pooled_ratio(processes, seed=1) == pooled
+    assert stats.pooled_ratio(processes[:1], seed=1) == stats.ratio(*processes[0], seed=1)
+    kernels = [k for _, k in processes]
+    spread = stats.pooled_spread(kernels)
+    assert spread.runs == 2400 and spread.low < min(np.median(k) for k in kernels) + 0.01
+    with pytest.raises(ValueError):
+        stats.pooled_ratio([(base, kernel[:-1]) for base, kernel in processes])
+
+
 def test_interval_narrows_with_more_rounds():
     wide = stats.ratio(*paired(20, 1.0, 0.05))
     narrow = stats.ratio(*paired(2000, 1.0, 0.05))

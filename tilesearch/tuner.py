@@ -76,6 +76,9 @@ class TuneSettings:
         retime: the top configurations re-timed together at the end of the run, the baseline
             interleaved, to choose the best and its tie set (:mod:`tilesearch.runner.retime`);
             0 keeps the search's ranking.
+        retime_processes: fresh worker processes the final re-time runs in, one after another,
+            their rounds pooled; more (up to 4) while they disagree on the best. One process's
+            figures of a short kernel are off by up to 1% (:mod:`tilesearch.runner.pool`).
         verbose: print where the wall time went (:mod:`tilesearch.phases`); the figures are in
             :attr:`TuneResult.phases` either way.
     """
@@ -97,6 +100,7 @@ class TuneSettings:
     progress: bool = True
     heartbeat: int = 10
     retime: int = 5
+    retime_processes: int = 2
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -121,6 +125,8 @@ def _why_bad(s: TuneSettings) -> str | None:
         value = getattr(s, name)
         if not 0 < value < float("inf"):  # also false for nan
             return f"{name} must be > 0 and finite, got {value}"
+    if s.retime_processes < 1:
+        return f"retime_processes must be at least 1, got {s.retime_processes}"
     for name in ("build_workers", "device", "heartbeat"):
         if getattr(s, name) < 0:
             return f"{name} must not be negative, got {getattr(s, name)}"
@@ -201,7 +207,8 @@ def tune(
         settings.runner,
         device=settings.device,
         timeout=settings.run_timeout,
-        measure=MeasureSettings(baseline=settings.baseline, seed=settings.seed),
+        measure=MeasureSettings(baseline=settings.baseline, seed=settings.seed,
+                                final_processes=settings.retime_processes),
     )
     # made first: its processes warm up while the runner starts
     builder = builder or (

@@ -172,7 +172,8 @@ def _search(experiment: Experiment, operator: Any, problem: Any, storage: str, s
         chosen = found.final.chosen.result
         final = {"config": found.final.chosen.config, "ties": len(found.final.ties), "basis": found.final.basis,
                  **{k: getattr(chosen, k) for k in ("latency_ms", "speedup", "speedup_low", "speedup_high",
-                                                     "sm_clock_mhz", "power_w", "temp_c", "throttled")}}
+                                                     "sm_clock_mhz", "power_w", "temp_c", "throttled")},
+                 **{k: chosen.extra[k] for k in ("processes", "process_figures") if k in chosen.extra}}
     search = Search(strategy, seed, repeat, experiment.trials_of(strategy), found.measured_now, found.wall_s,
                     best.latency_ms if best else None, dict(best.config) if best else None, dict(found.statuses),
                     found.study, final)

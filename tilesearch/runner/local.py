@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from tilesearch.records import Candidate, RunResult, Status
 from tilesearch.runner.base import NoDeviceError, Runner
 from tilesearch.runner.measure import MeasureSettings
 from tilesearch.runner.peer import Peer
+from tilesearch.runner.pool import MAX_PROCESSES, disagree, pool
 from tilesearch.target import Target
 from tilesearch.workers import IsolatedWorker
 
@@ -83,17 +85,25 @@ class LocalRunner(Runner):
     def retime(self, candidates: Sequence[Candidate], peers: Sequence[Peer] = ()) -> list[RunResult]:
         """All ``candidates``, the ``peers`` and the baseline interleaved in the same rounds, in a
         fresh worker (no state left from the search: allocations, a clock pattern, a leaked
-        context). A peer's maker may tune first (an autotuner), so each adds to the timeout."""
+        context), and that again in ``settings.final_processes`` fresh workers or more, each on
+        inputs of its own seed, their rounds pooled (:mod:`tilesearch.runner.pool`). A peer's
+        maker may tune first (an autotuner), so each adds to the timeout."""
         if not candidates:
             return []
-        self._fresh_worker()
-        result = self._worker.call(self.together_fn, list(candidates), self.settings, list(peers),
-                                   timeout=self.timeout * (len(candidates) + 1) + 600 * len(peers))
-        if result.ok:
-            return result.value
-        self._fresh_worker(restarted=result.timed_out or result.died)
-        status = Status.RUN_TIMEOUT if result.timed_out else Status.RUNTIME_ERROR
-        return [RunResult(status, error=f"re-time: {result.error}") for _ in [*candidates, *peers]]
+        processes: list[list[RunResult]] = []
+        while len(processes) < MAX_PROCESSES:
+            settings = replace(self.settings, seed=self.settings.seed + len(processes))
+            self._fresh_worker()
+            result = self._worker.call(self.together_fn, list(candidates), settings, list(peers),
+                                       timeout=self.timeout * (len(candidates) + 1) + 600 * len(peers))
+            if not result.ok:
+                self._fresh_worker(restarted=result.timed_out or result.died)
+                status = Status.RUN_TIMEOUT if result.timed_out else Status.RUNTIME_ERROR
+                return [RunResult(status, error=f"re-time: {result.error}") for _ in [*candidates, *peers]]
+            processes.append(result.value)
+            if len(processes) >= self.settings.final_processes and not disagree(processes):
+                break
+        return pool(processes, self.settings.seed)
 
     def _fresh_worker(self, restarted: bool = False) -> None:
         """A new worker, warmed up (imports, CUDA context) outside the next candidate's timeout:

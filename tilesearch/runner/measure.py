@@ -51,6 +51,9 @@ class MeasureSettings:
         baseline: time the op's baseline beside each candidate.
         flush_l2: overwrite a buffer twice the L2's size before each timed run.
         seed: mixed with the candidate's key to seed its inputs; also seeds the bootstrap.
+        final_processes: fresh worker processes the final re-time pools, one after another
+            (more, up to :data:`tilesearch.runner.pool.MAX_PROCESSES`, while they disagree on
+            the best): one process's figures of a short kernel are off by up to 1%.
     """
 
     warmup_ms: float = 25.0
@@ -62,6 +65,7 @@ class MeasureSettings:
     baseline: bool = True
     flush_l2: bool = True
     seed: int = 0
+    final_processes: int = 2
 
 
 def device_info() -> dict[str, Any]:
@@ -465,10 +469,12 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
         if result.status != Status.OK:
             out.append(result)
             continue
-        found = figures(samples[column], baseline, settings.seed)
+        kernel_rounds = samples[column]
         column += 1
+        found = figures(kernel_rounds, baseline, settings.seed)
         out.append(RunResult(Status.OK, tflops=op.flops(problem) / (found["latency_ms"] * 1e-3) / 1e12,
                              rel_err=result.rel_err, max_err=result.max_err,
                              measure_s=time.perf_counter() - start, **found, **clock,
-                             extra={**result.extra, "retimed_together": len(fns)}))
+                             extra={**result.extra, "retimed_together": len(fns), "samples": kernel_rounds,
+                                    **({"baseline_samples": baseline} if baseline is not None else {})}))
     return out

@@ -108,10 +108,12 @@ def _checked_and_timed(candidates: list[Candidate], settings: MeasureSettings, *
         if result.status != Status.OK:
             out.append(result)
             continue
-        found = figures(next(samples), None, settings.seed)
+        timed = next(samples)
+        found = figures(timed, None, settings.seed)
+        rounds_kept = {"samples": timed} if "retimed_together" in extra else {}  # pooled over processes, as on a GPU
         out.append(RunResult(status=Status.OK, tflops=next(flops) / (found["latency_ms"] * 1e-3) / 1e12,
                              rel_err=result.rel_err, max_err=result.max_err, measure_s=time.perf_counter() - start,
-                             replayed=True, extra={**result.extra, **extra}, **found))
+                             replayed=True, extra={**result.extra, **extra, **rounds_kept}, **found))
     return out
 
 

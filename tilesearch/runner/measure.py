@@ -139,15 +139,19 @@ class Placements:
     run on the same copy in a round (the ratio stays paired), the median averages over copies, and
     the interval, bootstrapped over rounds, covers their spread: a fresh process no longer draws
     one placement for the whole measurement. Peers (:mod:`tilesearch.runner.peer`) run on the
-    first copy only: an autotuning peer made again for each copy would tune again each time."""
+    first copy only: an autotuning peer made again for each copy would tune again each time.
 
-    def __init__(self, inputs: Sequence[Any], seed: int, count: int = PLACEMENTS) -> None:
+    ``seed=None`` draws the spacers from fresh entropy: the final re-time's processes
+    (:mod:`tilesearch.runner.pool`) must each sample placements of their own, or two runs' finals
+    would repeat one run's layouts."""
+
+    def __init__(self, inputs: Sequence[Any], seed: int | None, count: int = PLACEMENTS) -> None:
         import torch
 
         size = sum(t.numel() * t.element_size() for t in inputs if torch.is_tensor(t))
         free, _ = torch.cuda.mem_get_info()
         count = max(1, min(count, 1 + int(PLACEMENT_MEMORY_SHARE * free) // max(size, 1)))
-        rng = random.Random(seed)
+        rng = random.Random(seed) if seed is not None else random.SystemRandom()
         self.inputs: list[tuple[Any, ...]] = [tuple(inputs)]
         self._spacers = []
         for _ in range(count - 1):
@@ -438,9 +442,11 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
     device = torch.device("cuda")
     generator = torch.Generator(device=device)
     generator.manual_seed(int(digest(first.op, first.problem, settings.seed), 16) % 2**62)
+    # the first copy too behind a spacer of fresh random size (see Placements, seed=None)
+    lead = torch.empty(random.SystemRandom().randrange(1, 256) * 2**20, dtype=torch.int8, device=device)
     inputs = op.make_inputs(problem, device, generator)
     references = op.reference(problem, inputs)
-    placed = Placements(inputs, settings.seed)
+    placed = Placements(inputs, None)
     results: list[RunResult | None] = []
     fns = []
     for candidate in candidates:
@@ -462,6 +468,7 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
     if base is not None:
         fns.append(placed.cycle(lambda own: base if own is placed.inputs[0] else op.baseline(problem, own)))
     samples, clock = timed(fns, settings, first.target.l2_bytes) if fns else ([], {})
+    del lead  # held until the rounds are timed
     baseline = samples[-1] if base is not None else None
     out, column = [], 0
     for result in results:

@@ -3,6 +3,7 @@
 from tilesearch import cli
 from tilesearch.database import TuningDatabase
 from tilesearch.records import Retimed, RunResult, Status
+from tilesearch.report import final_table
 from tilesearch.runner.pool import disagree, pool
 from tilesearch.runner.retime import select
 from tilesearch.space import Categorical, Space
@@ -47,6 +48,7 @@ def test_tune_retimes_its_top_together_on_the_cpu_and_stores_the_choice(tmp_path
     processes = [e.result.extra["processes"] for e in final.entries]
     assert all(2 <= n <= 4 and e.result.runs == 15 * n for n, e in zip(processes, final.entries))
     assert not any("samples" in e.result.extra for e in final.entries)
+    assert f"each of {max(processes)} fresh worker processes, pooled" in final_table(final)
     assert final.ties[0] == final.chosen.trial
     db = TuningDatabase(storage, result.study)
     assert db.final() == final and db.best(1)[0].number == final.chosen.trial

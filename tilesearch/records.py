@@ -220,8 +220,9 @@ class Final:
         ties: trials whose interval overlaps the chosen one's (the chosen included).
         basis: what the intervals compare: ``speedup`` (ratio to the baseline), ``latency``
             (medians, without a baseline) or ``none`` (no intervals: replayed figures).
-        together: whether the entries were timed interleaved in the same rounds of one fresh
-            worker process; ``False`` when each was measured (or served from a dataset) alone.
+        together: whether the entries were timed interleaved in the same rounds, in each fresh
+            worker process of the re-time (their rounds pooled: :mod:`tilesearch.runner.pool`);
+            ``False`` when each was measured (or served from a dataset) alone.
         replayed: the figures come from a dataset or a test runner, not a GPU.
     """
 

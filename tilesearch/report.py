@@ -48,7 +48,9 @@ def final_table(final: Final) -> str:
     if final.replayed and not final.together:
         how = "[replayed] the recorded figures served again (a dataset holds no interval unless it recorded one)"
     elif final.together:
-        how = f"{len(final.entries)} configurations and the baseline timed interleaved in one fresh worker process"
+        processes = max((e.result.extra.get("processes", 1) for e in final.entries), default=1)
+        where = "one fresh worker process" if processes == 1 else f"each of {processes} fresh worker processes, pooled"
+        how = f"{len(final.entries)} configurations and the baseline timed interleaved in {where}"
     else:
         how = f"{len(final.entries)} configurations timed again one at a time"
     chosen = final.chosen

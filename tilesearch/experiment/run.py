@@ -3,7 +3,7 @@
 For each problem: tune it with each strategy and seed (:func:`tilesearch.tune`, its own study in
 the experiment's storage, so a killed run resumes), then re-time the top configurations of every
 search together with the peers and the baseline in one call of the runner's re-time
-(:meth:`~tilesearch.runner.Runner.retime`: one fresh worker, interleaved rounds, intervals) and
+(:meth:`~tilesearch.runner.Runner.retime`: fresh workers, interleaved rounds, pooled intervals) and
 rank them (:func:`tilesearch.runner.retime.select`: best and tie set). Searches are compared by
 the re-time, never by figures taken minutes apart. :mod:`tilesearch.experiment.output` writes
 the results.

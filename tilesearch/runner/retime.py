@@ -2,8 +2,9 @@
 
 Figures measured minutes apart during a search differ by as much as the gaps between the best
 configurations, so the search's ranking is not the answer. :func:`final_retime` times the top
-configurations again in one fresh worker process, all of them and the baseline interleaved in the same
-rounds (:meth:`~tilesearch.runner.base.Runner.retime`), and :func:`select` ranks them: the best
+configurations again in fresh worker processes, all of them and the baseline interleaved in the same
+rounds of each, the processes pooled (:meth:`~tilesearch.runner.base.Runner.retime`,
+:mod:`tilesearch.runner.pool`), and :func:`select` ranks them: the best
 is the fastest median after that step, and every configuration whose 95% interval overlaps the
 best's is in its *tie set*. The choice within a tie set is deterministic: the fastest median,
 then the lowest trial number. ``tune``, ``revalidate`` and experiment scripts all call this one

@@ -9,7 +9,7 @@ attention heads A and KV heads V with head size D = H / A give, per layer,
 float16. ``odd`` adds unaligned and short-K shapes that cuBLAS handles well.
 
 The whole product is 248 problems, far more than one GPU session: by default the suite
-runs a subset of 6 (about 8 minutes on an H100: 40 ``xgb`` trials each); ``models=``, ``ms=``,
+runs a subset of 6 (40 ``xgb`` trials each; on an H100 five of them took 441 s with ``budget_s=360``); ``models=``, ``ms=``,
 ``dtypes=`` and ``projections=`` select from the whole product instead (each narrows it;
 ``models=odd`` is the unaligned set), and ``shapes=`` picks catalog names
 (``llama3_8b.qkv.m2048.bfloat16``).

@@ -18,7 +18,7 @@ from typing import Any
 
 import optuna
 
-from tilesearch import provenance, registry, shutdown, versions
+from tilesearch import provenance, registry, served, shutdown, versions
 from tilesearch.builder import Builder, LocalBuilder, NullBuilder
 from tilesearch.claim import Claims, Verdict
 from tilesearch.database import TrialRecord, TuningDatabase, check_study_name, find_studies, study_name
@@ -201,6 +201,11 @@ def tune(
     elif not isinstance(problem, Problem):
         problem = operator.problem(**{**problem, **raw})
 
+    if runner is None and builder is None and space is None and settings.runner == "local":
+        done = served.result(operator, problem, settings, served.probe())  # a finished study: no GPU worker needed
+        if done is not None:
+            return done
+
     phases = Phases()
     start = phases.start
     runner = runner or create_runner(
@@ -228,7 +233,7 @@ def tune(
         with phases("study open"):
             db = open_study(operator, problem, target, runner, storage=settings.storage, study=settings.study,
                             sampler=search.sampler(), heartbeat=settings.heartbeat)
-            notes = _earlier_studies(db, problem, target)
+            notes = earlier_studies(db, problem, target)
             db.fail_stale()
         loop = _Loop(operator, op_ref, problem, space, target, db, search, builder, runner, settings, phases)
         loop.run()
@@ -294,7 +299,7 @@ def open_study(operator: Operator, problem: Problem, target: Target, runner: Run
     )
 
 
-def _earlier_studies(db: TuningDatabase, problem: Problem, target: Target) -> list[str]:
+def earlier_studies(db: TuningDatabase, problem: Problem, target: Target) -> list[str]:
     """A note for each other study of the problem on this GPU whose identity differs: their
     trials are not reused, and the user is told why and how to compare."""
     notes = []

@@ -1,0 +1,117 @@
+"""A study with nothing left to do, served without starting the GPU worker.
+
+Rerunning a finished ``tune`` must be instant: a script that tunes every layer's shapes on each
+start, or a CI job, reruns it far more often than it measures anything. Which study a run belongs
+to depends on the GPU and the software versions (:mod:`tilesearch.provenance`), and the runner
+learns them by starting its worker process (imports, a CUDA context: 8.7 s on the H100 host,
+most of a 13.7 s no-op rerun). :func:`probe` reads the same facts without CUDA: the GPU's name,
+compute capability and the driver through NVML, torch's CUDA version from its ``version.py``.
+:func:`result` then opens the study they name, read-only, and returns its result when it holds
+the trials asked for, none in flight, and (with ``retime``) a final re-time that covers them.
+
+Anything it cannot tell for sure sends ``tune`` down the usual path, which decides as always: GPUs
+of different kinds on one host (which is device N?), no NVML, an unreadable version, no such study.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tilesearch import provenance, versions
+from tilesearch.database import StorageError, TuningDatabase, study_name
+from tilesearch.target import Target
+
+if TYPE_CHECKING:
+    from tilesearch.op import Operator, Problem
+    from tilesearch.tuner import TuneResult, TuneSettings
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the runner's worker would report, read without CUDA: GPU name, arch and versions."""
+
+    gpu: str
+    arch: str
+    versions: dict[str, Any]
+
+
+def probe() -> Probe | None:
+    """The GPUs' name and arch (``None`` unless every GPU of the host is of one kind) and the
+    versions of :func:`tilesearch.versions.collect` with ``torch_cuda`` and ``driver``."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        kinds = set()
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name = pynvml.nvmlDeviceGetName(handle)
+            kinds.add((name.decode() if isinstance(name, bytes) else str(name),
+                       tuple(pynvml.nvmlDeviceGetCudaComputeCapability(handle))))
+        driver = pynvml.nvmlSystemGetDriverVersion()
+    except Exception:  # noqa: BLE001 - no NVML, no driver: the usual path finds out
+        return None
+    torch_cuda = _torch_cuda()
+    if len(kinds) != 1 or torch_cuda is None:
+        return None
+    (gpu, (major, minor)), = kinds
+    arch = f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")  # as tilesearch.target.detect
+    found = {**versions.collect(), "torch_cuda": torch_cuda,
+             "driver": driver.decode() if isinstance(driver, bytes) else str(driver)}
+    return Probe(gpu, arch, found)
+
+
+def _torch_cuda() -> str | None:
+    """``torch.version.cuda`` read from torch's ``version.py`` (importing torch takes seconds);
+    ``None`` if it cannot be read."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        text = (Path(next(iter(spec.submodule_search_locations))) / "version.py").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^cuda\s*(?::[^=\n]*)?=\s*(?:(['\"])(.*?)\1|None)\s*$", text, re.M)
+    if match is None:
+        return None
+    return match.group(2) if match.group(1) else "none"
+
+
+def result(operator: Operator, problem: Problem, settings: TuneSettings, found: Probe | None) -> TuneResult | None:
+    """The result of ``tune`` for a study that has nothing left to measure or re-time under the
+    conditions ``found``, or ``None`` (then ``tune`` takes its usual path)."""
+    from tilesearch.tuner import TuneResult, earlier_studies
+
+    if found is None:
+        return None
+    start = time.perf_counter()
+    identity = provenance.identity(operator, found.versions)
+    arch = settings.arch or found.arch
+    name = settings.study or study_name(problem, Target.from_arch(arch, gpu=found.gpu),
+                                        f"{versions.tag()}/{provenance.tag(identity)}")
+    try:
+        db = TuningDatabase(settings.storage, name, read_only=True)
+    except (StorageError, OSError):
+        return None
+    try:
+        attrs = db.study.user_attrs
+        stored = attrs.get("target") or {}
+        finished = (db.evaluated() >= settings.trials and not db.in_flight()
+                    and attrs.get(provenance.IDENTITY_ATTR) == identity and not attrs.get("replayed")
+                    and stored.get("gpu") == found.gpu and stored.get("arch") == arch)
+        final = db.final() if finished else None
+        if not finished or (settings.retime and final is None):
+            return None
+        target = Target.from_dict(stored)
+        result = TuneResult(study=db.name, storage=settings.storage, target=target, problem=problem, best=db.best(10),
+                            measured_now=0, final=final, notes=earlier_studies(db, problem, target),
+                            phases={"study served": time.perf_counter() - start},
+                            wall_s=time.perf_counter() - start)
+    finally:
+        db.close()
+    return result

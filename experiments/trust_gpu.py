@@ -37,7 +37,8 @@ TRUST = Experiment(
 
 
 def verdicts(result: dict) -> str:
-    """Per shape with two finals: do their intervals overlap, are both within +-1%?"""
+    """Per shape with two finals: do their intervals overlap, are both within +-1%? And, to tell
+    measurement from search when they miss: do the configurations both finals re-timed agree?"""
     lines = []
     for prob in result["problems"]:
         finals = [s["final"] for s in prob["searches"] if (s.get("final") or {}).get("speedup_low") is not None]
@@ -45,7 +46,14 @@ def verdicts(result: dict) -> str:
             a, b = finals
             overlap = a["speedup_low"] <= b["speedup_high"] and b["speedup_low"] <= a["speedup_high"]
             narrow = all((f["speedup_high"] - f["speedup_low"]) / 2 / f["speedup"] <= 0.01 for f in finals)
-            lines.append(f"{prob['key']}: intervals overlap {overlap}; both within +-1% {narrow}")
+            line = f"{prob['key']}: intervals overlap {overlap}; both within +-1% {narrow}"
+            if "entries" in a and "entries" in b:  # recorded since commit fcf9874's successor
+                key = lambda e: tuple(sorted(e["config"].items()))  # noqa: E731
+                theirs = {key(e): e for e in b["entries"]}
+                both = [(e, theirs[key(e)]) for e in a["entries"] if key(e) in theirs]
+                agree = sum(x["speedup_low"] <= y["speedup_high"] and y["speedup_low"] <= x["speedup_high"] for x, y in both)
+                line += f"; re-timed by both: {len(both)}, their intervals overlap for {agree}"
+            lines.append(line)
     return "\n".join(lines) or "no shape has two finals"
 
 

@@ -173,7 +173,12 @@ def _search(experiment: Experiment, operator: Any, problem: Any, storage: str, s
         final = {"config": found.final.chosen.config, "ties": len(found.final.ties), "basis": found.final.basis,
                  **{k: getattr(chosen, k) for k in ("latency_ms", "speedup", "speedup_low", "speedup_high",
                                                      "sm_clock_mhz", "power_w", "temp_c", "throttled")},
-                 **{k: chosen.extra[k] for k in ("processes", "process_figures") if k in chosen.extra}}
+                 **{k: chosen.extra[k] for k in ("processes", "process_figures") if k in chosen.extra},
+                 # every configuration of the final, so that two searches' finals can be compared
+                 # on the configurations both re-timed (measurement), apart from what each found (search)
+                 "entries": [{"trial": e.trial, "config": e.config,
+                              **{k: getattr(e.result, k) for k in ("speedup", "speedup_low", "speedup_high")}}
+                             for e in found.final.entries if e.result.status == Status.OK]}
     search = Search(strategy, seed, repeat, experiment.trials_of(strategy), found.measured_now, found.wall_s,
                     best.latency_ms if best else None, dict(best.config) if best else None, dict(found.statuses),
                     found.study, final)

@@ -1,5 +1,7 @@
 """Lowering and nvcc compilation of real GEMM kernels for sm_90a, on a machine without a GPU."""
 
+import time
+
 import pytest
 
 from tilesearch.builder import LocalBuilder
@@ -63,3 +65,13 @@ def test_a_compile_reports_the_share_spent_in_compiler_processes(tmp_path, monke
         result = builder.submit(gemm(640, 384, 192)).result()
     assert result.ok, result.error
     assert 0 < result.tools_s < result.compile_s
+
+
+def test_a_compile_pool_closed_while_its_workers_start_closes_cleanly():
+    # tune closes the pool at once when the runner cannot start; its threads were still
+    # starting worker processes, and closing one half-started raised instead of the runner's error
+    for _ in range(3):
+        builder = LocalBuilder(workers=2, timeout=60)
+        builder.close()
+        time.sleep(1.0)  # the pool's threads have run by now: none may have started a process
+        assert all(worker.pid is None for worker in builder._all)

@@ -22,6 +22,7 @@ import importlib
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -71,6 +72,10 @@ def _serve(conn: Any, env: dict[str, str]) -> None:
             conn.send(("error", f"result of {path} could not be sent back: {exc}"))
 
 
+class WorkerClosedError(RuntimeError):
+    """A call on a worker after :meth:`IsolatedWorker.close`."""
+
+
 class IsolatedWorker:
     """A child process, started with ``spawn``, that runs one call at a time.
 
@@ -85,15 +90,23 @@ class IsolatedWorker:
         self._proc: Any = None
         self._conn: Any = None
         self.restarts = 0
+        # start and stop may run in different threads: a compile pool closed while a thread is
+        # still starting a worker process found that process half-started ("can only join a
+        # started process"), and the error replaced the one that had made tune stop
+        self._lock = threading.RLock()
+        self._closed = False
 
     def start(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
-            return
-        parent, child = _CTX.Pipe()
-        self._proc = _CTX.Process(target=_serve, args=(child, self.env), daemon=True, name=self.name)
-        self._proc.start()
-        child.close()
-        self._conn = parent
+        with self._lock:
+            if self._closed:
+                raise WorkerClosedError(f"{self.name} is closed")
+            if self._proc is not None and self._proc.is_alive():
+                return
+            parent, child = _CTX.Pipe()
+            self._proc = _CTX.Process(target=_serve, args=(child, self.env), daemon=True, name=self.name)
+            self._proc.start()
+            child.close()
+            self._conn = parent
 
     @property
     def pid(self) -> int | None:
@@ -101,17 +114,18 @@ class IsolatedWorker:
 
     def call(self, path: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> CallResult:
         """Runs ``path(*args, **kwargs)`` in the child; kills and restarts it after ``timeout`` s."""
-        self.start()
+        with self._lock:
+            self.start()
+            conn, proc = self._conn, self._proc  # another thread's stop may clear them
         try:
-            self._conn.send((path, args, kwargs))
-            if not self._conn.poll(timeout):
+            conn.send((path, args, kwargs))
+            if not conn.poll(timeout):
                 self.restart()
                 return CallResult(False, error=f"{self.name}: no answer after {timeout:g} s; killed", timed_out=True)
-            kind, value = self._conn.recv()
+            kind, value = conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
-            code = self._proc.exitcode if self._proc is not None else None
-            self._proc.join(timeout=1)
-            code = self._proc.exitcode if code is None else code
+            proc.join(timeout=1)
+            code = proc.exitcode
             self.restart()
             return CallResult(False, error=f"{self.name} died (exit code {code})", died=True)
         if kind == "ok":
@@ -125,34 +139,43 @@ class IsolatedWorker:
 
     def ask_to_stop(self) -> None:
         """Asks the child to exit after its current call, without waiting."""
-        if self._proc is not None and self._proc.is_alive():
-            try:
-                self._conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
+        with self._lock:
+            if self._proc is not None and self._proc.is_alive():
+                try:
+                    self._conn.send(None)
+                except (BrokenPipeError, OSError):
+                    pass
 
     def stop(self, kill: bool = False, timeout: float = 5.0) -> None:
         """Stops the child: it exits cleanly if idle within ``timeout`` s, else it is killed."""
-        if self._proc is None:
-            return
-        if not kill:
-            self.ask_to_stop()
-            self._proc.join(timeout=timeout)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join(timeout=5)
-        self._conn.close()
-        self._proc = None
-        self._conn = None
+        with self._lock:
+            if self._proc is None:
+                return
+            if not kill:
+                self.ask_to_stop()
+                self._proc.join(timeout=timeout)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(timeout=5)
+            self._conn.close()
+            self._proc = None
+            self._conn = None
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stops the child for good: a call still running in another thread then fails with
+        :class:`WorkerClosedError` instead of starting a new child."""
+        with self._lock:
+            self._closed = True
+        self.stop(timeout=timeout)
 
     @staticmethod
-    def stop_all(workers: list[IsolatedWorker], timeout: float = 5.0) -> None:
-        """Stops many workers at once: all are asked first, then each gets what is left of ``timeout``."""
+    def close_all(workers: list[IsolatedWorker], timeout: float = 5.0) -> None:
+        """Closes many workers at once: all are asked first, then each gets what is left of ``timeout``."""
         for worker in workers:
             worker.ask_to_stop()
         deadline = time.monotonic() + timeout
         for worker in workers:
-            worker.stop(timeout=max(0.0, deadline - time.monotonic()))
+            worker.close(timeout=max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> IsolatedWorker:
         self.start()

@@ -117,4 +117,4 @@ class LocalBuilder(Builder):
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        IsolatedWorker.stop_all(self._all)
+        IsolatedWorker.close_all(self._all)

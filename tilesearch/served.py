@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilesearch import provenance, versions
 from tilesearch.database import StorageError, TuningDatabase, study_name
-from tilesearch.target import Target
+from tilesearch.target import Target, compile_arch
 
 if TYPE_CHECKING:
     from tilesearch.op import Operator, Problem
@@ -60,7 +60,7 @@ def probe() -> Probe | None:
     if len(kinds) != 1 or torch_cuda is None:
         return None
     (gpu, (major, minor)), = kinds
-    arch = f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")  # as tilesearch.target.detect
+    arch = compile_arch(major, minor)
     found = {**versions.collect(), "torch_cuda": torch_cuda,
              "driver": driver.decode() if isinstance(driver, bytes) else str(driver)}
     return Probe(gpu, arch, found)

@@ -55,6 +55,12 @@ class Target:
         return tvm.target.Target({"kind": "cuda", "arch": self.arch})
 
 
+def compile_arch(major: int, minor: int) -> str:
+    """The arch tilesearch compiles for on a GPU of compute capability ``major.minor``: ``sm_90a``
+    on Hopper (its wgmma and TMA instructions need the arch-specific target), else ``sm_XY``."""
+    return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+
+
 def detect() -> Target:
     """The target of CUDA device 0, read through PyTorch. Raises RuntimeError without a GPU."""
     import torch
@@ -62,8 +68,7 @@ def detect() -> Target:
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA GPU is visible")
     props = torch.cuda.get_device_properties(0)
-    major, minor = props.major, props.minor
-    arch = f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+    arch = compile_arch(props.major, props.minor)
     smem = getattr(props, "shared_memory_per_block_optin", 0) or _KNOWN.get(arch, (49_152,))[0]
     return Target(
         arch=arch,

@@ -45,8 +45,9 @@ class Runner(abc.ABC):
         choice (see :mod:`tilesearch.runner.retime`), and ``peers`` (other tools' kernels,
         :mod:`tilesearch.runner.peer`) beside them; one result per candidate, then one per peer,
         in order. A GPU runner does it in fresh worker processes (:mod:`tilesearch.runner.pool`),
-        the candidates, the peers and the baseline interleaved in the same rounds. This default runs each candidate alone through
-        :meth:`run` (a replay runner thus serves its records again), and the results say so:
+        the candidates, the peers and the baseline interleaved in the same rounds. This default
+        runs each candidate alone through :meth:`run` (a replay runner thus serves its records
+        again), and the results say so:
         ``extra["retimed_together"]`` is absent; it cannot time peers."""
         return [self.run(c) for c in candidates] + untimed(peers, "this runner times no peers")
 

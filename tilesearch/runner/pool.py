@@ -6,7 +6,8 @@ inputs sit, the state its context starts in), more than one process's rounds can
 <tilesearch.runner.local.LocalRunner.retime>` times the same candidates in
 ``MeasureSettings.final_processes`` fresh processes one after another, each on its own inputs,
 adds a process while they disagree on the best (up to :data:`MAX_PROCESSES`), and :func:`pool`
-makes one result per candidate from all their rounds. A worker returns its raw rounds in
+makes one result per candidate from all of them: the mean of the processes' own figures, with a
+nested-bootstrap interval over processes and their rounds (:func:`~tilesearch.runner.stats.pooled_ratio`). A worker returns its raw rounds in
 ``extra["samples"]`` (and the baseline's in ``extra["baseline_samples"]``); :func:`pool` takes
 them out, so they never reach a database.
 """
@@ -27,7 +28,7 @@ SAMPLE_KEYS = ("samples", "baseline_samples")
 
 def pool(processes: Sequence[Sequence[RunResult]], seed: int = 0) -> list[RunResult]:
     """One result per candidate from the results of the same candidates in each process: the
-    first failure where any process failed; else the figures of all their rounds together, with
+    first failure where any process failed; else the mean of the processes' figures, with
     nested-bootstrap intervals. Results without rounds (a runner that returns none) are the first
     process's, as they came."""
     out = []

@@ -47,7 +47,7 @@ def verdicts(result: dict) -> str:
             overlap = a["speedup_low"] <= b["speedup_high"] and b["speedup_low"] <= a["speedup_high"]
             narrow = all((f["speedup_high"] - f["speedup_low"]) / 2 / f["speedup"] <= 0.01 for f in finals)
             line = f"{prob['key']}: intervals overlap {overlap}; both within +-1% {narrow}"
-            if "entries" in a and "entries" in b:  # recorded since commit fcf9874's successor
+            if "entries" in a and "entries" in b:  # finals record their entries since commit d946545
                 key = lambda e: tuple(sorted(e["config"].items()))  # noqa: E731
                 theirs = {key(e): e for e in b["entries"]}
                 both = [(e, theirs[key(e)]) for e in a["entries"] if key(e) in theirs]

@@ -33,10 +33,9 @@ def check_run(result, storage):
 def test_faulty_kernels_on_the_cpu_are_isolated_and_recorded_with_their_cause(tmp_path):
     storage = f"sqlite:///{tmp_path / 'faults.db'}"
     space = Space([Categorical("fault", FAULTS), Categorical("block", (256, 512)), Categorical("threads", (128,))])
-    result = tune(
-        FAULTY_CPU_OP, {"n": 1 << 16}, space=space, runner=CpuRunner(timeout=3),
-        builder=LocalBuilder(1, timeout=120), strategy="grid", trials=10, storage=storage, progress=False,
-    )
+    with CpuRunner(timeout=3) as runner, LocalBuilder(1, timeout=120) as builder:
+        result = tune(FAULTY_CPU_OP, {"n": 1 << 16}, space=space, runner=runner, builder=builder, strategy="grid",
+                      trials=10, storage=storage, progress=False)
     records = check_run(result, storage)
     for r in records:
         if r.config["fault"] in CAUSE:
@@ -69,6 +68,7 @@ def test_faulty_gpu_kernels_compile_as_intended(tmp_path):
 def test_faulty_gpu_kernels_are_isolated_and_recorded_with_their_cause(tmp_path):
     storage = f"sqlite:///{tmp_path / 'faults.db'}"
     space = Space([Categorical("fault", FAULTS), Categorical("block", (256, 1024)), Categorical("threads", (128,))])
-    result = tune(FAULTY_OP, {"n": 1 << 20}, space=space, runner=LocalRunner(timeout=20), strategy="grid",
-                  trials=10, storage=storage, progress=False)
+    with LocalRunner(timeout=20) as runner:
+        result = tune(FAULTY_OP, {"n": 1 << 20}, space=space, runner=runner, strategy="grid", trials=10,
+                      storage=storage, progress=False)
     check_run(result, storage)

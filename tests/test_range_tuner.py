@@ -192,3 +192,32 @@ def test_cli_tune_with_a_range_prints_buckets_and_regrets(monkeypatch, tmp_path,
     assert code == 0, out
     assert "range: gemm m=1..512,n=1024,k=2048,dtype=float16,layout=nt on synthetic (sm_90a) [replayed]" in out
     assert "tuned sizes: 1, 22, 512" in out and "held-out sizes" in out and "regret: median" in out
+
+
+def test_a_named_runner_is_started_once_for_every_size_and_closed_at_the_end(tmp_path, monkeypatch):
+    # one GPU worker and one compile pool serve the whole range; tune() leaves open the stages it
+    # is given, so sizes and cross-measurements do not each pay a worker start
+    class Counted(SyntheticRunner):
+        made: list["Counted"] = []
+
+        def __init__(self):
+            super().__init__(lambda config: gemm_latency(self.problem, config, SM90), SM90)
+            self.problem, self.closed = None, 0
+            Counted.made.append(self)
+
+        def prepare(self, problem, space):
+            self.problem = problem.to_dict()
+            return space
+
+        def close(self):
+            self.closed += 1
+
+    monkeypatch.setattr(range_tuner, "make_runner", lambda settings: Counted())
+    settings = TuneSettings(strategy="random", trials=3, progress=False, storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    result = tune_range("gemm", {"m": "1..4096", "n": N, "k": K, "layout": "nt"}, settings=settings,
+                        ranges=RangeSettings(sizes=4))
+    certify(result, settings=settings, heldout=2)
+    assert len(result.studies) >= 3
+    assert len(Counted.made) == 2  # one for tune_range, one for certify
+    assert [r.closed for r in Counted.made] == [1, 1]
+    assert len({c.problem["m"] for c in Counted.made[0].calls}) == len(result.studies)

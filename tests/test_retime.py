@@ -39,8 +39,9 @@ def test_overlapping_intervals_form_the_tie_set_and_the_choice_is_deterministic(
 def test_tune_retimes_its_top_together_on_the_cpu_and_stores_the_choice(tmp_path):
     storage = f"sqlite:///{tmp_path / 'cpu.db'}"
     space = Space([Categorical("fault", ("none",)), Categorical("block", (256, 512)), Categorical("threads", (128,))])
-    result = tune(FAULTY_CPU_OP, {"n": 1 << 14}, space=space, runner=CpuRunner(timeout=60), strategy="grid",
-                  trials=2, retime=2, storage=storage, progress=False)
+    with CpuRunner(timeout=60) as runner:
+        result = tune(FAULTY_CPU_OP, {"n": 1 << 14}, space=space, runner=runner, strategy="grid",
+                      trials=2, retime=2, storage=storage, progress=False)
     final = result.final
     assert final is not None and final.together and final.replayed and final.basis == "latency"
     # timed in two fresh worker processes (more if they disagreed), their rounds pooled; the raw

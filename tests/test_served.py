@@ -31,8 +31,9 @@ def as_worker_reports(**changed):
 @pytest.fixture
 def finished(tmp_path, monkeypatch):
     storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    first = tune(FAULTY_CPU_OP, PROBLEM, space=SPACE, runner=GpuLikeCpuRunner(timeout=60), strategy="grid",
-                 trials=2, retime=2, storage=storage, progress=False)
+    with GpuLikeCpuRunner(timeout=60) as runner:
+        first = tune(FAULTY_CPU_OP, PROBLEM, space=SPACE, runner=runner, strategy="grid", trials=2, retime=2,
+                     storage=storage, progress=False)
     assert first.measured_now == 2 and first.final is not None
 
     def no_worker(self):

@@ -137,7 +137,11 @@ def _work(queue: Any, index: int, gpu: int, op: str, problem: dict[str, Any], se
             operator = registry.load(op)
             target = Target.from_arch(settings.arch or "sm_90a")
             space = narrow(operator.space(operator.problem(**problem), target), knobs)
-        result = tune(op, problem, settings=settings, runner=made, space=space)
+        try:
+            result = tune(op, problem, settings=settings, runner=made, space=space)
+        finally:
+            if made is not None:
+                made.close()
         queue.put(TuningOutcome(index, gpu, result=result))
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, which goes on
         queue.put(TuningOutcome(index, gpu, error=f"{type(exc).__name__}: {exc}"))

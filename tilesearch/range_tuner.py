@@ -16,8 +16,9 @@ The tuning loop itself is not changed: a range is many ordinary studies, one per
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -26,6 +27,7 @@ import optuna
 from tilesearch import buckets as bucketing
 from tilesearch import registry
 from tilesearch.buckets import Bucket, Table, config_key
+from tilesearch.builder import Builder
 from tilesearch.database import TuningDatabase, open_storage
 from tilesearch.deploy.artifact import capability
 from tilesearch.op import Operator, Problem
@@ -35,7 +37,7 @@ from tilesearch.runner import Runner
 from tilesearch.space import Space
 from tilesearch.strategy import create
 from tilesearch.strategy.hints import Hinted
-from tilesearch.tuner import TuneResult, TuneSettings, tune
+from tilesearch.tuner import TuneResult, TuneSettings, make_builder, make_runner, tune
 
 RunnerFactory = Callable[[Problem], Runner]
 
@@ -165,21 +167,22 @@ def tune_range(
     operator, size_range, rest, settings, ranges = _split(op, params, settings, ranges, overrides)
     tuned: dict[int, TuneResult] = {}
     sizes = sorted({size_range.lo, _geometric_middle(size_range), size_range.hi})
-    while True:
-        for size in sizes:
-            hints = [r.best[0].config for r in tuned.values() if r.best]
-            tuned[size] = _tune_size(operator, size_range, rest, size, settings, runner, hints)
-        table = _cross_measure(operator, size_range, rest, tuned, settings, runner)
-        if not table.latency:
-            raise NoBucketsError(
-                f"no correct configuration at any tuned size of {operator.name} "
-                f"{range_key(operator, size_range, rest)}; tune more trials per size"
-            )
-        found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance)
-        room = ranges.sizes - len(tuned)
-        sizes = bucketing.next_sizes(found, list(tuned), room) if room > 0 else []
-        if not sizes:
-            break
+    with _stages(settings, runner) as stages:
+        while True:
+            for size in sizes:
+                hints = [r.best[0].config for r in tuned.values() if r.best]
+                tuned[size] = _tune_size(operator, size_range, rest, size, settings, stages, hints)
+            table = _cross_measure(operator, size_range, rest, tuned, settings, stages)
+            if not table.latency:
+                raise NoBucketsError(
+                    f"no correct configuration at any tuned size of {operator.name} "
+                    f"{range_key(operator, size_range, rest)}; tune more trials per size"
+                )
+            found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance)
+            room = ranges.sizes - len(tuned)
+            sizes = bucketing.next_sizes(found, list(tuned), room) if room > 0 else []
+            if not sizes:
+                break
     first = next(iter(tuned.values()))
     result = RangeResult(
         op=operator.name, name=size_range.name, lo=size_range.lo, hi=size_range.hi,
@@ -217,23 +220,25 @@ def certify(
     sizes = heldout if not isinstance(heldout, int) else bucketing.held_out(
         result.lo, result.hi, list(result.studies), heldout)
     regrets = []
-    for size in sizes:
-        index = bucketing.bucket_of(result.buckets, size)
-        dispatched = result.buckets[index].config
-        tuned = _tune_size(operator, size_range, rest, size, settings, runner, [dispatched])
-        if not tuned.best:
-            regrets.append(Regret(size, index, None, None, note="no correct configuration"))
-            continue
-        if measure is not None:
-            regrets.append(replace(measure(size, dispatched, tuned.best[0].config), size=size, bucket=index))
-            continue
-        record = _dispatched_record(operator, size_range, rest, size, settings, runner, tuned, dispatched)
-        ok = record is not None and is_correct(record)
-        note = "" if ok else (f"dispatched configuration {record.status}: {record.error}" if record else "not measured")
-        regrets.append(Regret(
-            size, index, record.latency_ms if ok else None, tuned.best[0].latency_ms,
-            baseline_ms=(record.baseline_ms if ok else None) or tuned.best[0].baseline_ms, note=note,
-        ))
+    with _stages(settings, runner) as stages:
+        for size in sizes:
+            index = bucketing.bucket_of(result.buckets, size)
+            dispatched = result.buckets[index].config
+            tuned = _tune_size(operator, size_range, rest, size, settings, stages, [dispatched])
+            if not tuned.best:
+                regrets.append(Regret(size, index, None, None, note="no correct configuration"))
+                continue
+            if measure is not None:
+                regrets.append(replace(measure(size, dispatched, tuned.best[0].config), size=size, bucket=index))
+                continue
+            record = _dispatched_record(operator, size_range, rest, size, settings, stages, tuned, dispatched)
+            ok = record is not None and is_correct(record)
+            note = "" if ok else (f"dispatched configuration {record.status}: {record.error}" if record
+                                  else "not measured")
+            regrets.append(Regret(
+                size, index, record.latency_ms if ok else None, tuned.best[0].latency_ms,
+                baseline_ms=(record.baseline_ms if ok else None) or tuned.best[0].baseline_ms, note=note,
+            ))
     certified = replace(result, heldout=tuple(regrets))
     save(certified)
     return certified
@@ -309,21 +314,45 @@ def _geometric_middle(size_range: SizeRange) -> int:
     return min(max(math.isqrt(size_range.lo * size_range.hi), size_range.lo + 1), size_range.hi - 1)
 
 
-def _runner_for(runner: str | RunnerFactory | None, problem: Problem) -> Any:
-    return runner(problem) if callable(runner) else runner
+Stages = Callable[[Problem], tuple[Runner, Builder | None]]
 
 
-def _tune_size(operator, size_range, rest, size, settings, runner, hints) -> TuneResult:
+@contextlib.contextmanager
+def _stages(settings: TuneSettings, runner: str | RunnerFactory | None) -> Iterator[Stages]:
+    """The runner and compile pool of each size's :func:`tune`: one GPU worker and one compile
+    pool for all the sizes of a range, so their starts (TileLang's import, a CUDA context: about
+    9 s on the H100) are paid once, not once per size and again per cross-measurement. A runner
+    factory (tests) gives each size a runner of its own. All are closed at the end."""
+    made: list[Runner | Builder] = []
+    if callable(runner):
+        def own(problem: Problem) -> tuple[Runner, Builder | None]:
+            made.append(runner(problem))
+            return made[-1], None  # type: ignore[return-value]
+
+        stages: Stages = own
+    else:
+        shared = make_runner(replace(settings, runner=runner) if runner else settings)
+        pool = make_builder(settings, shared)
+        made += [pool, shared]
+        stages = lambda problem: (shared, pool)  # noqa: E731
+    try:
+        yield stages
+    finally:
+        for stage in made:
+            stage.close()
+
+
+def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> TuneResult:
     """Tunes one size, the given configurations (other sizes' winners) first."""
     problem = problem_at(operator, size_range, rest, size)
     search = create(settings.strategy, settings.seed, **({"transfer": settings.transfer} if settings.transfer else {}))
     if settings.hints:
         search = Hinted(search, settings.hints)
-    return tune(operator, problem, settings=settings, strategy=Hinted(search, hints),
-                runner=_runner_for(runner, problem))
+    runner, builder = stages(problem)
+    return tune(operator, problem, settings=settings, strategy=Hinted(search, hints), runner=runner, builder=builder)
 
 
-def _dispatched_record(operator, size_range, rest, size, settings, runner, tuned, dispatched) -> Any:
+def _dispatched_record(operator, size_range, rest, size, settings, stages, tuned, dispatched) -> Any:
     """The dispatched configuration's record at a held-out size. The op's space may prune it
     there (split-K "not worth it" once the tiles fill the SMs), yet the run-time-M kernel runs
     it at every size of its bucket; it is then measured in a side study whose space keeps the
@@ -340,13 +369,17 @@ def _dispatched_record(operator, size_range, rest, size, settings, runner, tuned
     side = f"{tuned.study}/dispatched"
     problem = problem_at(operator, size_range, rest, size)
     knobs = operator.space(problem, tuned.target).knobs
-    tune(operator, problem, settings=replace(settings, study=side, trials=1, hints=""),
-         strategy=Hinted(None, [dispatched]), runner=_runner_for(runner, problem), space=Space(knobs))
+    runner, builder = stages(problem)
+    tune(operator, problem, settings=replace(settings, study=side, trials=1, hints="", retime=0),
+         strategy=Hinted(None, [dispatched]), runner=runner, builder=builder, space=Space(knobs))
     return lookup(side)
 
 
-def _cross_measure(operator, size_range, rest, tuned, settings, runner) -> Table:
-    """Measures every tuned size's winner at every other tuned size; returns the table."""
+def _cross_measure(operator, size_range, rest, tuned, settings, stages) -> Table:
+    """Measures every tuned size's winner at every other tuned size; returns the table. The
+    buckets are made from these trials' figures, so the added trials are not re-timed again
+    (``retime=0``: a final re-time in fresh processes per size, about 20 s each, would choose
+    nothing the table uses)."""
     winners = {config_key(r.best[0].config): r.best[0].config for r in tuned.values() if r.best}
     table = Table()
     for size, result in sorted(tuned.items()):
@@ -355,8 +388,9 @@ def _cross_measure(operator, size_range, rest, tuned, settings, runner) -> Table
         missing = [c for k, c in winners.items() if k not in measured]
         if missing:
             problem = problem_at(operator, size_range, rest, size)
-            tune(operator, problem, settings=replace(settings, trials=db.planned() + len(missing)),
-                 strategy=Hinted(None, missing), runner=_runner_for(runner, problem))
+            runner, builder = stages(problem)
+            tune(operator, problem, settings=replace(settings, trials=db.planned() + len(missing), retime=0),
+                 strategy=Hinted(None, missing), runner=runner, builder=builder)
         row = {}
         for record in TuningDatabase(settings.storage, result.study).best(10**6):
             key = config_key(record.config)

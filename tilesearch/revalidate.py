@@ -151,9 +151,12 @@ def revalidate(
     notes: list[str] = []
     if (winner_changed or lost) and search > 0:
         evaluated = db.evaluated()
-        result = tune(operator if not isinstance(op, str) else op, problem, runner=run, storage=storage,
-                      study=db.name, strategy=strategy, trials=evaluated + search, seed=seed,
-                      build_workers=build_workers, run_timeout=run_timeout, device=device, progress=False)
+        try:
+            result = tune(operator if not isinstance(op, str) else op, problem, runner=run, storage=storage,
+                          study=db.name, strategy=strategy, trials=evaluated + search, seed=seed,
+                          build_workers=build_workers, run_timeout=run_timeout, device=device, progress=False)
+        finally:
+            run.close()
         searched = result.measured_now
         final = result.final
         if final is not None and final.chosen is not None:

@@ -184,6 +184,10 @@ def tune(
     (``m=4096``). ``strategy`` and ``runner`` are names (``"tpe"``, ``"replay:PATH"``) or objects;
     ``builder`` may be given as an object, else it is made from ``settings``; ``space`` replaces the op's
     own knob space (a sub-space for a sweep, say).
+
+    A runner or builder given as an object stays open: the caller closes it, so one GPU worker
+    and one compile pool can serve many problems (a range's sizes), each start paid once. Those
+    made here are closed here.
     """
     if isinstance(strategy, str):
         overrides["strategy"] = strategy
@@ -208,17 +212,13 @@ def tune(
 
     phases = Phases()
     start = phases.start
-    runner = runner or create_runner(
-        settings.runner,
-        device=settings.device,
-        timeout=settings.run_timeout,
-        measure=MeasureSettings(baseline=settings.baseline, seed=settings.seed,
-                                final_processes=settings.retime_processes),
-    )
-    # made first: its processes warm up while the runner starts
-    builder = builder or (
-        NullBuilder() if runner.replayed else LocalBuilder(settings.build_workers or None, settings.build_timeout)
-    )
+    made = []  # the stages this call starts, and so stops; stages passed in are the caller's to close
+    if runner is None:
+        runner = make_runner(settings)
+        made.append(runner)
+    if builder is None:  # made before the runner starts: its processes warm up meanwhile
+        builder = make_builder(settings, runner)
+        made.append(builder)
     try:
         with phases("runner start"):
             target = runner.start()
@@ -246,8 +246,8 @@ def tune(
                                          problem=problem.to_dict(), target=target, op_ref=op_ref)
                 db.set_final(final)
     finally:
-        builder.close()
-        runner.close()
+        for stage in made:
+            stage.close()
     result = TuneResult(
         study=db.name,
         storage=settings.storage,
@@ -269,6 +269,22 @@ def tune(
     )
     db.close()
     return result
+
+
+def make_runner(settings: TuneSettings) -> Runner:
+    """The runner ``settings`` name, measuring as they say (:func:`tune` makes one when given none)."""
+    return create_runner(
+        settings.runner,
+        device=settings.device,
+        timeout=settings.run_timeout,
+        measure=MeasureSettings(baseline=settings.baseline, seed=settings.seed,
+                                final_processes=settings.retime_processes),
+    )
+
+
+def make_builder(settings: TuneSettings, runner: Runner) -> Builder:
+    """The compile pool ``settings`` ask for; none for a runner that replays recorded figures."""
+    return NullBuilder() if runner.replayed else LocalBuilder(settings.build_workers or None, settings.build_timeout)
 
 
 def open_study(operator: Operator, problem: Problem, target: Target, runner: Runner, *, storage: str | None,

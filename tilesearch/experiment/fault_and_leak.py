@@ -87,8 +87,9 @@ def leak(args, storage, out, recycle, name):
         kwargs["recycle_after"] = 0
     runner = probed_runner(rows, 10, **kwargs)
     start = time.perf_counter()
-    result = tilesearch.tune(LEAK_OP, LEAK_PROBLEM, runner=runner, strategy="random", seed=7, trials=args.kernels,
-                             storage=storage, study=f"leak-{name}", progress=False)
+    with runner:
+        result = tilesearch.tune(LEAK_OP, LEAK_PROBLEM, runner=runner, strategy="random", seed=7,
+                                 trials=args.kernels, storage=storage, study=f"leak-{name}", progress=False)
     wall = time.perf_counter() - start
     with open(out / f"leak_{name}.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -115,8 +116,9 @@ def faults(args, storage, out):
 
     space = Space([Categorical("fault", FAULTS), Categorical("block", (256, 1024)), Categorical("threads", (128,))])
     start = time.perf_counter()
-    result = tilesearch.tune(FAULT_OP, FAULT_PROBLEM, space=space, runner=LocalRunner(timeout=args.run_timeout),
-                             strategy="grid", trials=len(FAULTS) * 2, storage=storage, study="faults", progress=False)
+    with LocalRunner(timeout=args.run_timeout) as runner:
+        result = tilesearch.tune(FAULT_OP, FAULT_PROBLEM, space=space, runner=runner, strategy="grid",
+                                 trials=len(FAULTS) * 2, storage=storage, study="faults", progress=False)
     wall = time.perf_counter() - start
     records = tilesearch.TuningDatabase(storage, "faults").records()
     table = [{"config": r.config, "status": r.status, "expected": EXPECTED_STATUS[r.config["fault"]],

@@ -172,20 +172,21 @@ def record(op_name: str, params: dict, args: argparse.Namespace, deadline: float
 
     start = time.perf_counter()
     sample = None
-    if not args.sample:
-        result = measure_all(create("random", 0), len(valid_configs))
-    else:
-        drawn = plan_sample(valid_configs, args.sample, args.seed)
-        result = measure_all(Listed(drawn), len(drawn))
-        db = TuningDatabase(args.storage, result.study)
-        rows = {config_key(r.config): r for r in dataset.rows_from_records(db.records())}
-        measured = [rows[config_key(c)] for c in drawn if config_key(c) in rows]
-        best = sorted((r for r in measured if r.ok), key=lambda r: r.latency_ms)[:args.neighbours]
-        plan = list({config_key(c): c for c in drawn + [n for r in best for n in space.neighbours(r.config)]}.values())
-        if len(measured) == len(drawn):  # the neighbours of the best are known once the sample is
-            result = measure_all(Listed(plan), len(plan))
-        sample = {"method": "uniform+neighbours", "seed": args.seed, "uniform": len(drawn),
-                  "neighbours_of": args.neighbours, "planned": len(plan if len(measured) == len(drawn) else drawn)}
+    with runner:  # one GPU worker for both passes (the sample, then its best's neighbours)
+        if not args.sample:
+            result = measure_all(create("random", 0), len(valid_configs))
+        else:
+            drawn = plan_sample(valid_configs, args.sample, args.seed)
+            result = measure_all(Listed(drawn), len(drawn))
+            db = TuningDatabase(args.storage, result.study)
+            rows = {config_key(r.config): r for r in dataset.rows_from_records(db.records())}
+            measured = [rows[config_key(c)] for c in drawn if config_key(c) in rows]
+            best = sorted((r for r in measured if r.ok), key=lambda r: r.latency_ms)[:args.neighbours]
+            plan = list({config_key(c): c for c in drawn + [n for r in best for n in space.neighbours(r.config)]}.values())
+            if len(measured) == len(drawn):  # the neighbours of the best are known once the sample is
+                result = measure_all(Listed(plan), len(plan))
+            sample = {"method": "uniform+neighbours", "seed": args.seed, "uniform": len(drawn),
+                      "neighbours_of": args.neighbours, "planned": len(plan if len(measured) == len(drawn) else drawn)}
     wall = time.perf_counter() - start
     db = TuningDatabase(args.storage, result.study)
     attrs = db.study.user_attrs

@@ -11,6 +11,7 @@ the results.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -22,7 +23,7 @@ from tilesearch.experiment import output
 from tilesearch.experiment.config import Experiment
 from tilesearch.experiment.peers import resolve
 from tilesearch.records import Candidate, Retimed, Status
-from tilesearch.runner import MeasureSettings
+from tilesearch.runner import MeasureSettings, Runner
 from tilesearch.runner import create as create_runner
 from tilesearch.runner.retime import select
 from tilesearch.space import digest
@@ -162,10 +163,12 @@ def _search(experiment: Experiment, operator: Any, problem: Any, storage: str, s
     study = f"{experiment.name}:{problem.key}:{strategy}:{seed}" + (f":{repeat}" if repeat else "")
     if experiment.isolate:
         storage = _cleared_storage(storage, study)
-    found = (_tune_in_fresh_process if experiment.isolate else tune)(
-        experiment.op, problem, strategy=_strategy(experiment, operator, problem, space, strategy, seed),
-        runner=experiment.runner_for(problem.to_dict()), space=space, trials=experiment.trials_of(strategy),
-        seed=seed, storage=storage, study=study, **settings)
+    runner = experiment.runner_for(problem.to_dict())
+    with runner if isinstance(runner, Runner) else contextlib.nullcontext():  # an object is ours to close
+        found = (_tune_in_fresh_process if experiment.isolate else tune)(
+            experiment.op, problem, strategy=_strategy(experiment, operator, problem, space, strategy, seed),
+            runner=runner, space=space, trials=experiment.trials_of(strategy),
+            seed=seed, storage=storage, study=study, **settings)
     best = found.best[0] if found.best else None
     final = None
     if found.final is not None and found.final.chosen is not None:
@@ -210,7 +213,8 @@ def _tune_in_fresh_process(*args: Any, **kwargs: Any) -> Any:
         call, result = Path(tmp, "call.pkl"), Path(tmp, "result.pkl")
         call.write_bytes(pickle.dumps((args, kwargs)))
         code = ("import pickle, sys; from tilesearch.tuner import tune; a, k = pickle.loads(open(sys.argv[1], 'rb').read()); "
-                "open(sys.argv[2], 'wb').write(pickle.dumps(tune(*a, **k)))")
+                "r = tune(*a, **k); getattr(k.get('runner'), 'close', lambda: None)(); "
+                "open(sys.argv[2], 'wb').write(pickle.dumps(r))")
         done = subprocess.run([sys.executable, "-c", code, str(call), str(result)])
         if done.returncode:
             raise SystemExit(done.returncode)

@@ -54,6 +54,12 @@ class Runner(abc.ABC):
     def close(self) -> None:
         """Stops worker processes (no-op by default)."""
 
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def versions(self) -> dict[str, str]:
         """Software versions on the measuring side."""

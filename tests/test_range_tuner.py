@@ -194,6 +194,18 @@ def test_cli_tune_with_a_range_prints_buckets_and_regrets(monkeypatch, tmp_path,
     assert "tuned sizes: 1, 22, 512" in out and "held-out sizes" in out and "regret: median" in out
 
 
+def test_cli_range_tune_says_which_size_it_is_on(monkeypatch, tmp_path, capsys):
+    real_tune = range_tuner.tune_range
+    monkeypatch.setattr(range_tuner, "tune_range", lambda *a, **k: real_tune(*a, runner=runner, **k))
+    code = main(["tune", "op=gemm", "m=1..512", f"n={N}", f"k={K}", "layout=nt", "strategy=random", "trials=2",
+                 "sizes=3", "heldout=0", f"storage=sqlite:///{tmp_path / 'db.sqlite'}"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    for size in (1, 22, 512):
+        assert f"range: m={size}: tuning 2 configurations" in err
+        assert f"range: m={size}: best " in err
+
+
 def test_a_named_runner_is_started_once_for_every_size_and_closed_at_the_end(tmp_path, monkeypatch):
     # one GPU worker and one compile pool serve the whole range; tune() leaves open the stages it
     # is given, so sizes and cross-measurements do not each pay a worker start

@@ -24,6 +24,8 @@ def tune(pairs: dict[str, str], usage_error: type[Exception]) -> int:
     settings, ranges, op, rest = _parse(pairs, usage_error, TuneSettings.keys() + RANGE_KEYS)
     tune_settings = TuneSettings(**{"strategy": "xgb", **settings})
     range_settings = RangeSettings(**ranges)
+    if tune_settings.progress:  # one line per size on stderr, beside each size's own progress
+        _print_sizes()
     result = _guarded(usage_error, lambda: tune_range(op, rest, settings=tune_settings, ranges=range_settings))
     if range_settings.heldout:
         result = _guarded(usage_error, lambda: certify(result, settings=tune_settings, heldout=range_settings.heldout))
@@ -156,3 +158,18 @@ def _guarded(usage_error: type[Exception], run: Any) -> Any:
         raise usage_error(f"{exc}: tune measures on a CUDA GPU; run it on a machine with one") from None
     except (StorageError, UnknownRunnerError, UnknownStrategyError, ProblemError, NoBucketsError) as exc:
         raise usage_error(str(exc)) from None
+
+
+def _print_sizes() -> None:
+    import logging
+    import sys
+
+    from tilesearch.range_tuner import log
+
+    class Stderr(logging.Handler):  # today's sys.stderr at each line, not the one at setup
+        def emit(self, record: logging.LogRecord) -> None:
+            print(f"range: {record.getMessage()}", file=sys.stderr, flush=True)
+
+    if not any(type(h).__name__ == "Stderr" for h in log.handlers):
+        log.addHandler(Stderr())
+        log.setLevel(logging.INFO)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -40,6 +42,9 @@ from tilesearch.strategy.hints import Hinted
 from tilesearch.tuner import TuneResult, TuneSettings, make_builder, make_runner, tune
 
 RunnerFactory = Callable[[Problem], Runner]
+log = logging.getLogger("tilesearch.range")
+"""One line per size as it is tuned or certified: a range is minutes of work (the command line
+and ``experiments/deploy_check.py`` print them; a killed run shows how far it got)."""
 
 
 class NoBucketsError(LookupError):
@@ -349,7 +354,13 @@ def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> Tun
     if settings.hints:
         search = Hinted(search, settings.hints)
     runner, builder = stages(problem)
-    return tune(operator, problem, settings=settings, strategy=Hinted(search, hints), runner=runner, builder=builder)
+    start = time.perf_counter()
+    log.info("%s=%d: tuning %d configurations", size_range.name, size, settings.trials)
+    result = tune(operator, problem, settings=settings, strategy=Hinted(search, hints), runner=runner, builder=builder)
+    best = f"best {result.best[0].latency_ms:.4g} ms" if result.best else "no correct configuration"
+    log.info("%s=%d: %s, %d measured now (%.0f s)", size_range.name, size, best, result.measured_now,
+             time.perf_counter() - start)
+    return result
 
 
 def _dispatched_record(operator, size_range, rest, size, settings, stages, tuned, dispatched) -> Any:

@@ -22,6 +22,7 @@ Databases and artifacts go under ``work`` (default ``/tmp/tilesearch-deploy``); 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -210,6 +211,14 @@ def check(args: Any) -> int:
         log_file.write(text + "\n")
         log_file.flush()
 
+    from tilesearch.range_tuner import log as range_log
+
+    class ToLog(logging.Handler):  # each range size as it is tuned: a part runs for minutes
+        def emit(self, record: logging.LogRecord) -> None:
+            log(time.strftime("[%H:%M:%S] ") + record.getMessage())
+
+    range_log.addHandler(ToLog())
+    range_log.setLevel(logging.INFO)
     results_path = out / "deploy_check.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     for part in args.parts.split(","):

@@ -14,7 +14,10 @@ c. the MLP example (``examples/llama_mlp.py``): tunes its two GEMM ranges and ru
    against PyTorch eager and compile.
 
 Databases and artifacts go under ``work``; a log and ``deploy_check.json`` under ``out``; a short
-table last. Each part takes 5-9 minutes on an H100. The work is in
+table last. On an H100 (2026-11-24): part a 199 s, part c 299 s; part b with ``sizes=4`` about
+1060 s before ``cc19ce4`` (since then one GPU worker serves a whole range), so it may pass a
+10-minute limit: run it again with the same ``work`` and it resumes from the finished sizes'
+studies (a range prints one line per size). The work is in
 :mod:`tilesearch.experiment.deploy_check`.
 
     python experiments/deploy_check.py parts=a,b,c out=$OUT

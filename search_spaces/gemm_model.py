@@ -71,6 +71,11 @@ def warp_grid(policy: str, warps: int, block_m: int, block_n: int, *, wgmma: boo
 MACHINE_BALANCE = {"sm_90": 90.0, "sm_90a": 90.0, "sm_80": 60.0, "sm_86": 60.0, "sm_89": 60.0}
 
 
+# Peak 16-bit tensor-core FLOP/s over DRAM bandwidth, in FLOP per byte (H100 SXM: about 989
+# TFLOP/s over 3.35 TB/s; A100: 312 over about 2 TB/s). Rough, like MACHINE_BALANCE.
+DRAM_BALANCE = {"sm_90": 295.0, "sm_90a": 295.0, "sm_80": 160.0, "sm_86": 160.0, "sm_89": 160.0}
+
+
 def _is_hopper(target: Target) -> bool:
     return target.arch.startswith("sm_9")
 
@@ -83,7 +88,8 @@ def estimate(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
     ceil(blocks / SMs))`` of the work it could (quantization over SMs, not over occupancy slots:
     co-resident blocks share one SM's tensor cores); each tile runs at ``min(1, intensity /
     balance)`` of the SM's peak, ``intensity = block_m x block_n / (block_m + block_n)`` FLOP
-    per byte of A and B brought in; work on the padding of edge tiles is wasted.
+    per byte of A and B brought in; work on the padding of edge tiles is wasted. Where moving
+    the data through DRAM takes longer than that (:func:`_memory_time`), the data sets the pace.
     """
     m, n, k = problem["m"], problem["n"], problem["k"]
     bm, bn, bk = config["block_m"], config["block_n"], config["block_k"]
@@ -96,7 +102,24 @@ def estimate(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
     roofline = min(1.0, intensity / MACHINE_BALANCE.get(target.arch, 64.0))
     k_tiles = math.ceil(math.ceil(k / bk) / split) * split
     useful = (m * n * k) / (tiles_m * bm * tiles_n * bn * k_tiles * bk)
-    return sm_share * roofline * useful
+    compute = sm_share * roofline * useful
+    return 1.0 / max(1.0 / compute, _memory_time(m, n, k, bm, bn, split, blocks, target))
+
+
+def _memory_time(m: int, n: int, k: int, bm: int, bn: int, split: int, blocks: int, target: Target) -> float:
+    """Time to move a GEMM's data through DRAM, in units of its time at peak FLOP/s: A and B
+    read once, C written once, and split-K's float32 partial sums (one padded tile per output
+    tile and K slice) written and read back; fewer blocks than SMs draw less bandwidth.
+
+    A decode GEMM (m=16, n=k=4096) moves 16 times more bytes than it has FLOPs for, so this
+    term ranks its configurations, and tile intensity does not: on the H100, 64x128 tiles with
+    split-K 4 ran 6% faster than 64x256 with split-K 8 (same 128 blocks, half the partial sums),
+    which the compute roofline alone ranked the other way (trust round at ``cc19ce4``)."""
+    moved = 2.0 * (m * k + n * k + m * n)
+    if split > 1:
+        moved += 2 * 4.0 * split * math.ceil(m / bm) * bm * math.ceil(n / bn) * bn
+    share = min(1.0, blocks / target.num_sms)
+    return moved * DRAM_BALANCE.get(target.arch, 200.0) / (2.0 * m * n * k) / share
 
 
 def features(problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> dict[str, float]:

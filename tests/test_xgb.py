@@ -58,6 +58,19 @@ def test_estimate_sees_idle_sms_and_tile_intensity():
     assert 0 < gemm_estimate(big, {**tile, "block_m": 256, "block_n": 128}, H100) <= 1
 
 
+def test_estimate_sees_the_bytes_of_a_decode_gemm_and_its_split_k_partial_sums():
+    # measured on the H100 (trust round at cc19ce4): 64x128 tiles with split-K 4 at 0.955x
+    # torch.matmul, 64x256 with split-K 8 at 0.90x; both launch 128 blocks, and the larger tile
+    # has the higher compute intensity, but it writes and reads twice the float32 partial sums
+    decode = {"m": 16, "n": 4096, "k": 4096}
+    tile = {"block_m": 64, "block_k": 128}
+    assert gemm_estimate(decode, {**tile, "block_n": 128, "split_k": 4}, H100) > \
+        gemm_estimate(decode, {**tile, "block_n": 256, "split_k": 8}, H100)
+    # 32 blocks on 132 SMs draw a quarter of the bandwidth: split-K 4 beats no split
+    assert gemm_estimate(decode, {**tile, "block_n": 128, "split_k": 4}, H100) > \
+        gemm_estimate(decode, {**tile, "block_n": 128, "split_k": 1}, H100)
+
+
 def test_columns_do_not_depend_on_the_sub_space_or_problem(sets):
     a, b = sets
     op = registry.load("gemm")

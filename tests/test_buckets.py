@@ -1,8 +1,20 @@
 """Bucket selection from measured tables (synthetic numbers; nothing here is a measurement)."""
 
+import math
+
 import pytest
 
-from tilesearch.buckets import Bucket, Table, bucket_of, config_key, cover, edge, held_out, next_sizes
+from tilesearch.buckets import (
+    Bucket,
+    Table,
+    bucket_of,
+    config_key,
+    cover,
+    crossing,
+    edge,
+    held_out,
+    next_sizes,
+)
 
 SMALL, LARGE, MIDDLE = {"block_m": 64, "split_k": 4}, {"block_m": 128, "split_k": 1}, {"block_m": 128, "split_k": 2}
 
@@ -65,6 +77,29 @@ def test_edges_and_lookup():
     assert [bucket_of(buckets, s) for s in (1, 128, 129, 4096)] == [0, 0, 1, 1]
     with pytest.raises(ValueError, match="outside the buckets 1..4096"):
         bucket_of(buckets, 5000)
+
+
+def test_the_edge_lies_where_the_two_configurations_latencies_cross():
+    # small tiles: 1.0 ms at 100, 3.0 at 1000; large tiles: 1.5 and 2.0. Along straight lines
+    # they cross at 400; the geometric mean of 100 and 1000 (316) would serve 317..400 with the
+    # configuration 1.2x slower there
+    t = table({100: {S: 1.0, L: 1.5}, 1000: {S: 3.0, L: 2.0}})
+    small, large = config_key(SMALL), config_key(LARGE)
+    assert crossing(t, 100, 1000, small, large, lambda key, size: size) == 400
+    assert [(b.lo, b.hi) for b in cover(t, 1, 4096, 0.03, lambda key, size: size)] == [(1, 400), (401, 4096)]
+    assert [(b.lo, b.hi) for b in cover(t, 1, 4096, 0.03)] == [(1, 316), (317, 4096)]
+
+
+def test_the_edge_follows_the_models_tile_steps_and_falls_back_without_figures():
+    # modelled time steps with M's tiles: 128-row tiles at 128 and 1024 are 1 and 8 tiles, 256-row
+    # ones 1 and 4; at 129 the small tile's second row of tiles costs as much as a whole step
+    t = table({128: {S: 1.0, L: 1.5}, 1024: {S: 8.0, L: 6.0}})
+    rows = {config_key(SMALL): 128, config_key(LARGE): 256}
+    steps = lambda key, size: math.ceil(size / rows[key])  # noqa: E731
+    assert crossing(t, 128, 1024, config_key(SMALL), config_key(LARGE), steps) == 128
+    assert edge(128, 1024) == 362
+    missing = table({128: {S: 1.0}, 1024: {S: 8.0, L: 6.0}})
+    assert crossing(missing, 128, 1024, config_key(SMALL), config_key(LARGE), steps) == 362
 
 
 def test_next_sizes_refine_where_the_winner_changes_or_the_gap_is_wide():

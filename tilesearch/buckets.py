@@ -5,8 +5,11 @@ The data is a table ``latency[size][config] -> ms`` of configurations measured a
 (every size's own winner, and the other sizes' winners measured there too). A configuration
 *covers* a size when it is within ``tolerance`` of that size's best. Buckets are the fewest
 runs of consecutive tuned sizes that one configuration covers (greedy from the smallest size,
-which is optimal for covering a line with intervals); the edge between two buckets lies at the
-geometric mean of the tuned sizes on either side, since GEMM costs change with log size.
+which is optimal for covering a line with intervals). The edge between two buckets lies where
+the two configurations' latencies cross (:func:`crossing`): each is measured at both tuned sizes
+on either side, and between them follows the shape of a cost model (the op's own roofline, so a
+tile that M starts to overflow shows); without those figures, at the geometric mean of the two
+sizes, since GEMM costs change with log size.
 
 Nothing here measures; :mod:`tilesearch.range_tuner` gathers the table.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,8 +76,16 @@ class Table:
         return None if ms is None else ms / self.best(size)[1] - 1
 
 
-def cover(table: Table, lo: int, hi: int, tolerance: float) -> list[Bucket]:
-    """The fewest buckets over ``lo..hi`` whose configuration covers every tuned size in it."""
+Shape = Callable[[str, int], float]
+"""``shape(config_key, size)``: a configuration's modelled time at a size, in any unit; only
+how it changes between two sizes is used."""
+
+MAX_CROSSING_POINTS = 2048  # sizes tried between two tuned sizes (all of them when fewer)
+
+
+def cover(table: Table, lo: int, hi: int, tolerance: float, shape: Shape | None = None) -> list[Bucket]:
+    """The fewest buckets over ``lo..hi`` whose configuration covers every tuned size in it;
+    ``shape`` places the edges between them (:func:`crossing`), else the geometric mean."""
     sizes = sorted(table.latency)
     if not sizes:
         raise ValueError("no tuned sizes to make buckets from")
@@ -94,14 +105,38 @@ def cover(table: Table, lo: int, hi: int, tolerance: float) -> list[Bucket]:
                 best_run = (j, total, key)
         runs.append((i, best_run[0], best_run[2]))
         i = best_run[0]
+    edges = [crossing(table, sizes[stop - 1], sizes[stop], key, runs[n + 1][2], shape)
+             for n, (_, stop, key) in enumerate(runs[:-1])]
     buckets = []
     for n, (start, stop, key) in enumerate(runs):
         tuned = tuple(sizes[start:stop])
-        first = lo if n == 0 else edge(sizes[start - 1], sizes[start]) + 1
-        last = hi if n == len(runs) - 1 else edge(sizes[stop - 1], sizes[stop])
+        first = lo if n == 0 else edges[n - 1] + 1
+        last = hi if n == len(runs) - 1 else edges[n]
         worst = max(table.loss(s, key) or 0.0 for s in tuned)
         buckets.append(Bucket(first, last, table.configs[key], tuned, worst))
     return buckets
+
+
+def crossing(table: Table, a: int, b: int, left: str, right: str, shape: Shape | None) -> int:
+    """The last size served by ``left`` (the bucket of tuned size ``a``) before ``right`` (that
+    of ``b``): the first size where ``right``'s latency falls below ``left``'s, each latency
+    drawn between its measured figures at ``a`` and ``b`` along ``shape``. Falls back on
+    :func:`edge` where a figure is missing or the lines do not cross inside ``a..b``."""
+    figures = [table.latency[s].get(k) for k in (left, right) for s in (a, b)]
+    if shape is None or b - a < 2 or any(f is None for f in figures):
+        return edge(a, b)
+    la, lb, ra, rb = figures
+
+    def between(key: str, at_a: float, at_b: float, size: int) -> float:
+        wa, wb = shape(key, a), shape(key, b)
+        t = (shape(key, size) - wa) / (wb - wa) if wb != wa else (size - a) / (b - a)
+        return at_a + (at_b - at_a) * t
+
+    step = max(1, (b - a) // MAX_CROSSING_POINTS)
+    for size in range(a + 1, b, step):
+        if between(right, ra, rb, size) < between(left, la, lb, size):
+            return max(a, size - 1)
+    return edge(a, b)
 
 
 def edge(a: int, b: int) -> int:

@@ -183,7 +183,9 @@ def tune_range(
                     f"no correct configuration at any tuned size of {operator.name} "
                     f"{range_key(operator, size_range, rest)}; tune more trials per size"
                 )
-            found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance)
+            target = next(iter(tuned.values())).target
+            found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance,
+                                    _modelled(operator, size_range, rest, table, target))
             room = ranges.sizes - len(tuned)
             sizes = bucketing.next_sizes(found, list(tuned), room) if room > 0 else []
             if not sizes:
@@ -311,6 +313,19 @@ def _split(op, params, settings, ranges, overrides):
         raise RangeError(f"no range among {', '.join(problem) or 'the parameters'}: give one as lo..hi, e.g. m=1..16384")
     range_key(operator, size_range, rest)  # the other parameters are checked here, before any tuning
     return operator, size_range, rest, replace(settings, study=None), ranges
+
+
+def _modelled(operator: Operator, size_range: SizeRange, rest: Mapping[str, Any], table: Table,
+              target: Any) -> bucketing.Shape:
+    """A configuration's modelled time at a size, from the op's analytic model
+    (:meth:`~tilesearch.op.Operator.estimate`): its FLOPs over its share of the peak. With a flat
+    model (the default) that is the FLOPs alone, a straight line between two tuned sizes."""
+    def shape(key: str, size: int) -> float:
+        problem = problem_at(operator, size_range, rest, size)
+        share = operator.estimate(problem.to_dict(), table.configs[key], target)
+        return operator.flops(problem) / max(share, 1e-12)
+
+    return shape
 
 
 def _geometric_middle(size_range: SizeRange) -> int:

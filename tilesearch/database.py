@@ -271,25 +271,28 @@ class TuningDatabase:
     def finished(self) -> dict[str, TrialRecord]:
         """Key -> first record that settles the configuration (:func:`~tilesearch.records.is_settled`:
         a result, or pruned, or not recorded; not interrupted, not a copy or a skip)."""
-        done: dict[str, TrialRecord] = {}
-        for rec in self.records():
-            if is_settled(rec):
-                done.setdefault(rec.key, rec)
-        return done
+        return _settled(self.trials())
 
     def in_flight(self) -> dict[str, int]:
         """Key -> number of the running trial measuring it."""
-        return {
-            t.user_attrs["key"]: t.number
-            for t in self.trials()
-            if t.state == TrialState.RUNNING and "key" in t.user_attrs
-        }
+        return _running(self.trials())
 
     def planned(self) -> int:
         """Distinct configurations with a result or being measured now, by any tuning process of
         the study: what the trial budget counts."""
-        done = {k for k, r in self.finished().items() if has_result(r)}
-        return len(done | set(self.in_flight()))
+        trials = self.trials()  # one read of the storage: the tuning loop asks before every launch
+        done = {k for k, r in _settled(trials).items() if has_result(r)}
+        return len(done | set(_running(trials)))
+
+    def taken(self, key: str, number: int | None = None) -> int | None:
+        """The trial that settled configuration ``key``, else the one measuring it now (not trial
+        ``number``), else None; from one read of the storage."""
+        trials = self.trials()
+        prior = _settled(trials).get(key)
+        if prior is not None:
+            return prior.number
+        running = _running(trials).get(key)
+        return running if running is not None and running != number else None
 
     def evaluated(self) -> int:
         """Distinct configurations with a result (:func:`~tilesearch.records.has_result`): what
@@ -508,3 +511,17 @@ def studies_of(
     if not names:
         raise NoStudyError(f"no study for {op} {problem.key} in {where}; run tilesearch tune first")
     return names
+
+
+def _settled(trials: list[FrozenTrial]) -> dict[str, TrialRecord]:
+    done: dict[str, TrialRecord] = {}
+    for trial in trials:
+        if "key" in trial.user_attrs:
+            rec = TrialRecord.from_trial(trial)
+            if is_settled(rec):
+                done.setdefault(rec.key, rec)
+    return done
+
+
+def _running(trials: list[FrozenTrial]) -> dict[str, int]:
+    return {t.user_attrs["key"]: t.number for t in trials if t.state == TrialState.RUNNING and "key" in t.user_attrs}

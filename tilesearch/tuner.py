@@ -502,12 +502,8 @@ class _Loop:
 
     def _taken(self, config: Any, number: int | None = None) -> int | None:
         """The trial that measured ``config`` or measures it now (not trial ``number``), if any."""
-        key = Candidate(self.problem.op, self.problem.to_dict(), config, self.target, self.op_ref).key
-        prior = self.db.finished().get(key)
-        if prior is not None:
-            return prior.number
-        running = self.db.in_flight().get(key)
-        return running if running is not None and running != number else None
+        return self.db.taken(Candidate(self.problem.op, self.problem.to_dict(), config, self.target, self.op_ref).key,
+                             number)
 
     def _check_stale(self) -> None:
         """Every ``heartbeat`` seconds, frees the trials of tuning processes that died."""

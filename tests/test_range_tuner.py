@@ -206,24 +206,28 @@ def test_cli_range_tune_says_which_size_it_is_on(monkeypatch, tmp_path, capsys):
         assert f"range: m={size}: best " in err
 
 
+class Counted(SyntheticRunner):
+    """A synthetic runner for any problem it is prepared for; counts instances and closes."""
+
+    made: list["Counted"] = []
+
+    def __init__(self):
+        super().__init__(lambda config: gemm_latency(self.problem, config, SM90), SM90)
+        self.problem, self.closed = None, 0
+        Counted.made.append(self)
+
+    def prepare(self, problem, space):
+        self.problem = problem.to_dict()
+        return space
+
+    def close(self):
+        self.closed += 1
+
+
 def test_a_named_runner_is_started_once_for_every_size_and_closed_at_the_end(tmp_path, monkeypatch):
     # one GPU worker and one compile pool serve the whole range; tune() leaves open the stages it
     # is given, so sizes and cross-measurements do not each pay a worker start
-    class Counted(SyntheticRunner):
-        made: list["Counted"] = []
-
-        def __init__(self):
-            super().__init__(lambda config: gemm_latency(self.problem, config, SM90), SM90)
-            self.problem, self.closed = None, 0
-            Counted.made.append(self)
-
-        def prepare(self, problem, space):
-            self.problem = problem.to_dict()
-            return space
-
-        def close(self):
-            self.closed += 1
-
+    Counted.made.clear()
     monkeypatch.setattr(range_tuner, "make_runner", lambda settings: Counted())
     settings = TuneSettings(strategy="random", trials=3, progress=False, storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
     result = tune_range("gemm", {"m": "1..4096", "n": N, "k": K, "layout": "nt"}, settings=settings,
@@ -233,3 +237,28 @@ def test_a_named_runner_is_started_once_for_every_size_and_closed_at_the_end(tmp
     assert len(Counted.made) == 2  # one for tune_range, one for certify
     assert [r.closed for r in Counted.made] == [1, 1]
     assert len({c.problem["m"] for c in Counted.made[0].calls}) == len(result.studies)
+
+
+def test_a_finished_range_is_served_without_starting_a_worker(tmp_path, monkeypatch):
+    settings = TuneSettings(strategy="random", trials=3, progress=False, storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    params = {"m": "1..4096", "n": N, "k": K, "layout": "nt"}
+    results, real_tune = {}, range_tuner.tune
+
+    def recording(op, problem, **kw):
+        result = real_tune(op, problem, **kw)
+        results.setdefault(problem.key, result)  # each size's own search, as served again below
+        return result
+
+    monkeypatch.setattr(range_tuner, "tune", recording)
+    monkeypatch.setattr(range_tuner, "make_runner", lambda settings: Counted())
+    first = tune_range("gemm", params, settings=settings, ranges=RangeSettings(sizes=3))
+
+    def no_worker(settings):
+        raise AssertionError("a finished range started a worker")
+
+    # every size's study is finished: served as tune() serves it (here: the recorded results)
+    monkeypatch.setattr(range_tuner, "make_runner", no_worker)
+    monkeypatch.setattr(range_tuner.served, "probe", lambda: object())
+    monkeypatch.setattr(range_tuner.served, "result", lambda op, problem, settings, found: results.get(problem.key))
+    again = tune_range("gemm", params, settings=settings, ranges=RangeSettings(sizes=3))
+    assert again.buckets == first.buckets and again.studies == first.studies

@@ -27,7 +27,7 @@ from typing import Any
 import optuna
 
 from tilesearch import buckets as bucketing
-from tilesearch import registry
+from tilesearch import registry, served
 from tilesearch.buckets import Bucket, Table, config_key
 from tilesearch.builder import Builder
 from tilesearch.database import TuningDatabase, open_storage
@@ -334,32 +334,48 @@ def _geometric_middle(size_range: SizeRange) -> int:
     return min(max(math.isqrt(size_range.lo * size_range.hi), size_range.lo + 1), size_range.hi - 1)
 
 
-Stages = Callable[[Problem], tuple[Runner, Builder | None]]
+class _Stages:
+    """The runner and compile pool of each size's :func:`tune`: one GPU worker and one compile
+    pool for all the sizes of a range, so their starts (TileLang's import, a CUDA context: about
+    9 s on the H100) are paid once, not once per size and again per cross-measurement. They
+    start with the first size that has something to measure: a size whose study is finished is
+    served from the storage without them, as ``tune`` serves it (:mod:`tilesearch.served`). A
+    runner factory (tests) gives each size a runner of its own. All are closed at the end."""
+
+    def __init__(self, settings: TuneSettings, runner: str | RunnerFactory | None) -> None:
+        self.factory = runner if callable(runner) else None
+        self.settings = replace(settings, runner=runner) if isinstance(runner, str) else settings
+        self.made: list[Runner | Builder] = []
+        self.shared: tuple[Runner, Builder] | None = None
+
+    def __call__(self, problem: Problem) -> tuple[Runner, Builder | None]:
+        if self.factory is not None:
+            self.made.append(self.factory(problem))
+            return self.made[-1], None  # type: ignore[return-value]
+        if self.shared is None:
+            made = make_runner(self.settings)
+            self.shared = (made, make_builder(self.settings, made))
+            self.made += [self.shared[1], made]
+        return self.shared
+
+    def served(self, operator: Operator, problem: Problem, settings: TuneSettings) -> TuneResult | None:
+        """The size's result if its study has nothing left to measure, without starting a worker."""
+        if self.factory is not None or self.settings.runner != "local":
+            return None
+        return served.result(operator, problem, settings, served.probe())
+
+    def close(self) -> None:
+        for stage in self.made:
+            stage.close()
 
 
 @contextlib.contextmanager
-def _stages(settings: TuneSettings, runner: str | RunnerFactory | None) -> Iterator[Stages]:
-    """The runner and compile pool of each size's :func:`tune`: one GPU worker and one compile
-    pool for all the sizes of a range, so their starts (TileLang's import, a CUDA context: about
-    9 s on the H100) are paid once, not once per size and again per cross-measurement. A runner
-    factory (tests) gives each size a runner of its own. All are closed at the end."""
-    made: list[Runner | Builder] = []
-    if callable(runner):
-        def own(problem: Problem) -> tuple[Runner, Builder | None]:
-            made.append(runner(problem))
-            return made[-1], None  # type: ignore[return-value]
-
-        stages: Stages = own
-    else:
-        shared = make_runner(replace(settings, runner=runner) if runner else settings)
-        pool = make_builder(settings, shared)
-        made += [pool, shared]
-        stages = lambda problem: (shared, pool)  # noqa: E731
+def _stages(settings: TuneSettings, runner: str | RunnerFactory | None) -> Iterator[_Stages]:
+    stages = _Stages(settings, runner)
     try:
         yield stages
     finally:
-        for stage in made:
-            stage.close()
+        stages.close()
 
 
 def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> TuneResult:
@@ -368,10 +384,13 @@ def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> Tun
     search = create(settings.strategy, settings.seed, **({"transfer": settings.transfer} if settings.transfer else {}))
     if settings.hints:
         search = Hinted(search, settings.hints)
-    runner, builder = stages(problem)
     start = time.perf_counter()
     log.info("%s=%d: tuning %d configurations", size_range.name, size, settings.trials)
-    result = tune(operator, problem, settings=settings, strategy=Hinted(search, hints), runner=runner, builder=builder)
+    result = stages.served(operator, problem, settings)
+    if result is None:
+        runner, builder = stages(problem)
+        result = tune(operator, problem, settings=settings, strategy=Hinted(search, hints), runner=runner,
+                      builder=builder)
     best = f"best {result.best[0].latency_ms:.4g} ms" if result.best else "no correct configuration"
     log.info("%s=%d: %s, %d measured now (%.0f s)", size_range.name, size, best, result.measured_now,
              time.perf_counter() - start)
@@ -403,19 +422,21 @@ def _dispatched_record(operator, size_range, rest, size, settings, stages, tuned
 
 def _cross_measure(operator, size_range, rest, tuned, settings, stages) -> Table:
     """Measures every tuned size's winner at every other tuned size; returns the table. The
-    buckets are made from these trials' figures, so the added trials are not re-timed again
-    (``retime=0``: a final re-time in fresh processes per size, about 20 s each, would choose
-    nothing the table uses)."""
+    size's final re-time then runs again over the added trials too, so that its study stays
+    finished: a rerun of the range serves it from the storage (:class:`_Stages`)."""
     winners = {config_key(r.best[0].config): r.best[0].config for r in tuned.values() if r.best}
     table = Table()
     for size, result in sorted(tuned.items()):
         db = TuningDatabase(settings.storage, result.study)
         measured = {config_key(r.config) for r in db.finished().values()}
-        missing = [c for k, c in winners.items() if k not in measured]
+        problem = problem_at(operator, size_range, rest, size)
+        space = operator.space(problem, result.target)
+        # a winner the op's space prunes at this size (split-K once the tiles fill the SMs) is
+        # not proposed there, so it would stay missing and be asked for again on every rerun
+        missing = [c for k, c in winners.items() if k not in measured and space.why_invalid(c) is None]
         if missing:
-            problem = problem_at(operator, size_range, rest, size)
             runner, builder = stages(problem)
-            tune(operator, problem, settings=replace(settings, trials=db.planned() + len(missing), retime=0),
+            tune(operator, problem, settings=replace(settings, trials=db.planned() + len(missing)),
                  strategy=Hinted(None, missing), runner=runner, builder=builder)
         row = {}
         for record in TuningDatabase(settings.storage, result.study).best(10**6):

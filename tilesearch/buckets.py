@@ -127,14 +127,19 @@ def crossing(table: Table, a: int, b: int, left: str, right: str, shape: Shape |
         return edge(a, b)
     la, lb, ra, rb = figures
 
-    def between(key: str, at_a: float, at_b: float, size: int) -> float:
-        wa, wb = shape(key, a), shape(key, b)
-        t = (shape(key, size) - wa) / (wb - wa) if wb != wa else (size - a) / (b - a)
-        return at_a + (at_b - at_a) * t
+    def line(key: str, at_a: float, at_b: float) -> Callable[[int], float]:
+        wa, wb = shape(key, a), shape(key, b)  # once per configuration, not once per size tried
 
+        def at(size: int) -> float:
+            t = (shape(key, size) - wa) / (wb - wa) if wb != wa else (size - a) / (b - a)
+            return at_a + (at_b - at_a) * t
+
+        return at
+
+    left_at, right_at = line(left, la, lb), line(right, ra, rb)
     step = max(1, (b - a) // MAX_CROSSING_POINTS)
     for size in range(a + 1, b, step):
-        if between(right, ra, rb, size) < between(left, la, lb, size):
+        if right_at(size) < left_at(size):
             return max(a, size - 1)
     return edge(a, b)
 

@@ -266,7 +266,7 @@ class TuningDatabase:
         return self.study.get_trials(deepcopy=False)
 
     def records(self) -> list[TrialRecord]:
-        return [TrialRecord.from_trial(t) for t in self.trials() if "key" in t.user_attrs]
+        return _records(self.trials())
 
     def finished(self) -> dict[str, TrialRecord]:
         """Key -> first record that settles the configuration (:func:`~tilesearch.records.is_settled`:
@@ -513,13 +513,15 @@ def studies_of(
     return names
 
 
+def _records(trials: list[FrozenTrial]) -> list[TrialRecord]:
+    return [TrialRecord.from_trial(t) for t in trials if "key" in t.user_attrs]
+
+
 def _settled(trials: list[FrozenTrial]) -> dict[str, TrialRecord]:
     done: dict[str, TrialRecord] = {}
-    for trial in trials:
-        if "key" in trial.user_attrs:
-            rec = TrialRecord.from_trial(trial)
-            if is_settled(rec):
-                done.setdefault(rec.key, rec)
+    for rec in _records(trials):
+        if is_settled(rec):
+            done.setdefault(rec.key, rec)
     return done
 
 

@@ -6,6 +6,8 @@ raised as its ``UsageError`` (exit code 2, one line).
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
 RANGE_KEYS = ("sizes", "tolerance", "heldout")
@@ -160,16 +162,16 @@ def _guarded(usage_error: type[Exception], run: Any) -> Any:
         raise usage_error(str(exc)) from None
 
 
-def _print_sizes() -> None:
-    import logging
-    import sys
+class _Stderr(logging.Handler):
+    """Writes each range line to the ``sys.stderr`` of the moment (not the one at setup)."""
 
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"range: {record.getMessage()}", file=sys.stderr, flush=True)
+
+
+def _print_sizes() -> None:
     from tilesearch.range_tuner import log
 
-    class Stderr(logging.Handler):  # today's sys.stderr at each line, not the one at setup
-        def emit(self, record: logging.LogRecord) -> None:
-            print(f"range: {record.getMessage()}", file=sys.stderr, flush=True)
-
-    if not any(type(h).__name__ == "Stderr" for h in log.handlers):
-        log.addHandler(Stderr())
+    if not any(isinstance(h, _Stderr) for h in log.handlers):
+        log.addHandler(_Stderr())
         log.setLevel(logging.INFO)

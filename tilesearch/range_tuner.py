@@ -16,11 +16,10 @@ The tuning loop itself is not changed: a range is many ordinary studies, one per
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -172,7 +171,7 @@ def tune_range(
     operator, size_range, rest, settings, ranges = _split(op, params, settings, ranges, overrides)
     tuned: dict[int, TuneResult] = {}
     sizes = sorted({size_range.lo, _geometric_middle(size_range), size_range.hi})
-    with _stages(settings, runner) as stages:
+    with _Stages(settings, runner) as stages:
         while True:
             for size in sizes:
                 hints = [r.best[0].config for r in tuned.values() if r.best]
@@ -227,7 +226,7 @@ def certify(
     sizes = heldout if not isinstance(heldout, int) else bucketing.held_out(
         result.lo, result.hi, list(result.studies), heldout)
     regrets = []
-    with _stages(settings, runner) as stages:
+    with _Stages(settings, runner) as stages:
         for size in sizes:
             index = bucketing.bucket_of(result.buckets, size)
             dispatched = result.buckets[index].config
@@ -364,18 +363,12 @@ class _Stages:
             return None
         return served.result(operator, problem, settings, served.probe())
 
-    def close(self) -> None:
+    def __enter__(self) -> _Stages:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         for stage in self.made:
             stage.close()
-
-
-@contextlib.contextmanager
-def _stages(settings: TuneSettings, runner: str | RunnerFactory | None) -> Iterator[_Stages]:
-    stages = _Stages(settings, runner)
-    try:
-        yield stages
-    finally:
-        stages.close()
 
 
 def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> TuneResult:

@@ -17,6 +17,13 @@ compiles the same kernel as before they existed):
 - ``epilogue``: ``direct`` stores the accumulators from registers; ``smem`` stages the tile in
   shared memory first (TileLang then writes it with ``stmatrix`` and a TMA store).
 - ``tma``: TMA bulk copies (or ``cp.async`` when off) for the operand loads and the smem epilogue.
+- ``swap_ab``: the block computes its tile transposed, ``C^T = B^T A^T``, so that the tile's
+  ``block_m`` rows of A are the N side of the warp-group MMA (as few as 16) and its ``block_n``
+  columns the M side (64 rows per warp group). Hopper's MMA has at least 64 rows per warp group, so
+  an unswapped tile of a 16-row decode GEMM spends three quarters of its MMA work on padding and
+  holds a 64-row accumulator; swapped, a 16 x 128 tile holds 16 accumulators a thread and the
+  whole block streams the weight rows. Offered where M is small; the accumulator is written
+  transposed, through shared memory with ``epilogue=smem``.
 - ``warp_specialize``: TileLang's producer/consumer split of the pipeline: ``on`` (its
   ``WarpSpecialized`` pass, the default), ``role_based`` (its newer automatic scheduler) or
   ``off``. With it on, ``threads`` counts the consumer threads and TileLang adds a producer warp
@@ -44,7 +51,30 @@ MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers per consumer thread; more
 MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline fill and drain
 
 # the knobs added after the plain template, with the values that reproduce it
-DEFAULTS = {"split_k": 1, "persistent": False, "epilogue": "direct", "tma": True, "warp_specialize": "on"}
+DEFAULTS = {"split_k": 1, "persistent": False, "epilogue": "direct", "tma": True, "warp_specialize": "on",
+            "swap_ab": False}
+SWAP_AB_MAX_M = 256  # swapped tiles and deeper pipelines are offered up to this M (decode, small batches)
+MMA_ROWS = 64  # rows of one warp group's MMA on Hopper: an unswapped tile needs block_m >= this
+# A GEMM with few rows streams its weights: its speed is the bytes in flight (on the H100, 16-row
+# swapped tiles went from 37.7 to 21.7 us at n=k=4096 as they rose from 1.7 to 6.6 MB), so small
+# problems may pipeline as deep as shared memory holds; cuBLAS runs 11 to 16 stages there.
+MAX_STAGES, MAX_STAGES_SMALL_M = 5, 12
+
+
+def block_n_values(n: int) -> tuple[int, ...]:
+    """Tile widths: the powers of two from 64 to 256, and the multiples of 16 between them that
+    divide ``n`` exactly. A model's widths often have factors of 3 or 7 (4608 = 2^9 x 9, 14336 =
+    2^11 x 7), where a width with the same factor wastes no column and can fill the SMs better:
+    at 512 x 4608 x 3584 cuBLAS runs 144-wide tiles (128 tiles on 132 SMs), and tiles of 192 or 96
+    beat every power of two here by 12% (``scripts/gemm_probe.py`` on the H100, 2026-11-24)."""
+    return tuple(sorted({64, 128, 256} | {w for w in range(80, 256, 16) if n % w == 0}))
+
+
+def block_n_knob(n: int) -> Any:
+    """The ``block_n`` knob: the same powers-of-two knob as before the other widths where ``n``
+    has none (a strategy then proposes exactly what it did for such a problem), else the list."""
+    widths = block_n_values(n)
+    return PowerOfTwo("block_n", 64, 256) if widths == (64, 128, 256) else Categorical("block_n", widths)
 
 
 def element_bytes(dtype: str) -> int:
@@ -105,7 +135,18 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
             return "tma: unspecialized pipelines load with cp.async, a direct epilogue stores no tile (same kernel as tma=False)"
         return None
 
-    checks = [shared_memory, registers, lowering]
+    def swapped(c: Mapping[str, Any]) -> str | None:
+        if c["block_m"] < MMA_ROWS and not c.get("swap_ab", False):
+            return f"block_m: {c['block_m']} rows are fewer than a warp group's MMA ({MMA_ROWS}); only swap_ab tiles are that short"
+        if c.get("swap_ab", False):
+            if c["warp_policy"] != "full_row":
+                return "swap_ab: the warp groups split the tile's block_n weight rows (full_row); other policies are the same kernel or invalid"
+            rows = MMA_ROWS * c["threads"] // 128
+            if c["block_n"] % rows:
+                return f"swap_ab: block_n {c['block_n']} is not a multiple of the warp groups' MMA rows ({rows})"
+        return None
+
+    checks = [shared_memory, registers, lowering, swapped]
     if problem is None:
         return checks
     m, n, k, sms = problem["m"], problem["n"], problem["k"], target.num_sms
@@ -175,15 +216,16 @@ class GemmOp(Operator):
         """The knobs; ``split_k`` and ``persistent`` only take values some tile shape can use
         on this problem (the constraints prune the rest per configuration)."""
         m, n, k, sms = problem["m"], problem["n"], problem["k"], target.num_sms
+        small = m <= SWAP_AB_MAX_M
         # the largest tiles the register limit allows are 128 x 256 and 256 x 128 (two warp groups)
         fewest_tiles = min(math.ceil(m / 128) * math.ceil(n / 256), math.ceil(m / 256) * math.ceil(n / 128))
-        most_tiles = math.ceil(m / 64) * math.ceil(n / 64)
+        most_tiles = math.ceil(m / (16 if small else MMA_ROWS)) * math.ceil(n / 64)
         most_splits = min(16, math.ceil(k / 32) // MIN_K_TILES_PER_SPLIT) if fewest_tiles < sms else 1
         knobs = [
-            PowerOfTwo("block_m", 64, 256),
-            PowerOfTwo("block_n", 64, 256),
+            PowerOfTwo("block_m", 16 if small else MMA_ROWS, 256),
+            block_n_knob(n),
             PowerOfTwo("block_k", 32, 128),
-            IntRange("num_stages", 1, 5),
+            IntRange("num_stages", 1, MAX_STAGES_SMALL_M if small else MAX_STAGES),
             Categorical("threads", (128, 256)),
             Categorical("panel_size", (0, 4, 8, 16)),
             Categorical("warp_policy", WARP_POLICIES),
@@ -192,6 +234,7 @@ class GemmOp(Operator):
             Categorical("epilogue", EPILOGUES),
             Categorical("tma", (True, False)),
             Categorical("warp_specialize", WARP_SPECIALIZE),
+            Categorical("swap_ab", (False, True) if small else (False,)),
         ]
         return Space(knobs, constraints(problem["dtype"], target, problem))
 
@@ -316,6 +359,7 @@ def gemm_program(
     persistent: bool = False,
     epilogue: str = "direct",
     tma: bool = True,
+    swap_ab: bool = False,
     num_sms: int = 132,
 ) -> Any:
     """The GEMM tile program for one configuration (a TileLang ``PrimFunc``). ``m`` is a size or
@@ -325,7 +369,9 @@ def gemm_program(
     :func:`workspace_shape`) and holds two kernels: the GEMM writes one partial tile per K split,
     a reduction kernel sums them into ``C``. ``persistent`` launches ``min(tiles, num_sms)``
     blocks that loop over the tiles in the same rasterized order. ``epilogue="smem"`` stages the
-    output tile through shared memory; ``tma=False`` keeps every copy off TMA. The
+    output tile through shared memory; ``tma=False`` keeps every copy off TMA. ``swap_ab``
+    accumulates the tile transposed (``block_n x block_m``: B's rows are the MMA's M side) and
+    stores it transposed. The
     ``warp_specialize`` knob is a pass configuration (:meth:`GemmOp.pass_configs`).
     """
     import tilelang.language as T
@@ -357,23 +403,37 @@ def gemm_program(
                 T.copy(B[tn * block_n, kk], b_tile_s, disable_tma=not tma)
             else:
                 T.copy(B[kk, tn * block_n], b_tile_s, disable_tma=not tma)
-            T.gemm(a_tile, b_tile_s, acc, transpose_B=transpose_b, policy=policy)
-        if epilogue == "smem":
-            T.copy(acc, c_s)
-            if split:
-                T.copy(c_s, out[kz, tm * block_m, tn * block_n], disable_tma=not tma)
+            if swap_ab:  # acc = B_tile^T-rows @ A_tile^T: (block_n x block_k) @ (block_k x block_m)
+                T.gemm(b_tile_s, a_tile, acc, transpose_A=not transpose_b, transpose_B=True, policy=policy)
             else:
-                T.copy(c_s, out[tm * block_m, tn * block_n], disable_tma=not tma)
+                T.gemm(a_tile, b_tile_s, acc, transpose_B=transpose_b, policy=policy)
+        row, col = tm * block_m, tn * block_n
+        if swap_ab and epilogue == "smem":
+            for i, j in T.Parallel(block_n, block_m):
+                c_s[j, i] = acc[i, j]
+        elif epilogue == "smem":
+            T.copy(acc, c_s)
+        if epilogue == "smem":
+            if split:
+                T.copy(c_s, out[kz, row, col], disable_tma=not tma)
+            else:
+                T.copy(c_s, out[row, col], disable_tma=not tma)
+        elif swap_ab:
+            for i, j in T.Parallel(block_n, block_m):
+                if split:  # the workspace holds whole tiles
+                    out[kz, row + j, col + i] = acc[i, j]
+                elif row + j < m and col + i < n:
+                    out[row + j, col + i] = acc[i, j]
         else:
             if split:
-                T.copy(acc, out[kz, tm * block_m, tn * block_n])
+                T.copy(acc, out[kz, row, col])
             else:
-                T.copy(acc, out[tm * block_m, tn * block_n])
+                T.copy(acc, out[row, col])
 
     def buffers():
         a_tile = T.alloc_shared((block_m, block_k), dtype)
         b_tile_s = T.alloc_shared(b_tile, dtype)
-        acc = T.alloc_fragment((block_m, block_n), "float32")
+        acc = T.alloc_fragment((block_n, block_m) if swap_ab else (block_m, block_n), "float32")
         c_s = T.alloc_shared((block_m, block_n), out_dtype) if epilogue == "smem" else None
         return a_tile, b_tile_s, acc, c_s
 

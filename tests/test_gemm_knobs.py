@@ -32,6 +32,33 @@ def test_defaults_are_in_the_space_and_a_sub_space_without_new_knobs_still_works
     assert reasons[0].startswith("shared memory") and not any(reasons[1:])
 
 
+def test_swapped_tiles_and_deep_pipelines_are_offered_for_few_rows_only():
+    decode, big = space_of(16, 4096, 4096), space_of(8192, 8192, 8192)
+    assert decode["swap_ab"].values() == (False, True) and big["swap_ab"].values() == (False,)
+    assert decode["block_m"].values()[0] == 16 and big["block_m"].values()[0] == 64
+    assert decode["num_stages"].values()[-1] == 12 and big["num_stages"].values()[-1] == 5
+
+
+def test_swapped_tile_constraints_say_why():
+    decode = space_of(16, 4096, 4096)
+    swapped = config(block_m=16, block_n=64, block_k=128, threads=128, warp_policy="full_row", swap_ab=True,
+                     num_stages=8)
+    assert decode.why_invalid(swapped) is None
+    assert decode.why_invalid({**swapped, "swap_ab": False}).startswith("block_m: 16 rows are fewer")
+    assert decode.why_invalid({**swapped, "warp_policy": "square"}).startswith("swap_ab: the warp groups split")
+    # two consumer warp groups stack along the swapped tile's block_n: 128 rows at least
+    assert decode.why_invalid({**swapped, "threads": 256}) == \
+        "swap_ab: block_n 64 is not a multiple of the warp groups' MMA rows (128)"
+    assert decode.why_invalid({**swapped, "threads": 256, "block_n": 128, "num_stages": 4}) is None
+    assert decode.why_invalid({**swapped, "num_stages": 12}).startswith("shared memory")  # 12 x 20 KB
+
+
+def test_block_n_adds_the_widths_that_divide_n():
+    assert space_of(8192, 8192, 8192)["block_n"].values() == (64, 128, 256)
+    assert space_of(512, 4608, 3584)["block_n"].values() == (64, 96, 128, 144, 192, 256)
+    assert space_of(2048, 14336, 4096)["block_n"].values() == (64, 112, 128, 224, 256)
+
+
 def test_split_k_is_offered_only_where_output_tiles_leave_sms_idle():
     assert space_of(8192, 8192, 8192)["split_k"].values() == (1,)
     assert space_of(4097, 4095, 129)["split_k"].values() == (1,)

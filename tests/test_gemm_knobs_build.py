@@ -21,6 +21,13 @@ CASES = {
     "role_based": ((2048, 2048, 2048, "float16", "nn"), dict(block_n=256, warp_specialize="role_based")),
     "tma_store_unspecialized": ((2048, 2048, 2048, "bfloat16", "nn"), dict(warp_specialize="off", epilogue="smem")),
     "two_consumer_warp_groups": ((2048, 2048, 2048, "float16", "nn"), dict(block_m=256, warp_policy="full_row")),
+    "swap_ab_split_k": ((16, 4096, 4096, "bfloat16", "nt"),
+                        dict(block_m=16, block_n=64, block_k=128, threads=128, warp_policy="full_row", num_stages=8,
+                             swap_ab=True, split_k=2)),
+    "swap_ab_nn_smem": ((7, 1000, 999, "float16", "nn"),
+                        dict(block_m=16, block_n=128, threads=128, warp_policy="full_row", swap_ab=True,
+                             epilogue="smem")),
+    "block_n_144": ((512, 4608, 3584, "float16", "nt"), dict(block_n=144, threads=256, warp_policy="full_row")),
 }
 
 
@@ -65,6 +72,18 @@ def test_256_thread_tiles_are_two_consumer_warp_groups_plus_a_producer(sources):
     # the registers constraint counts accumulators per consumer thread: 256 x 128 / 256 = 128
     src = sources["two_consumer_warp_groups"]
     assert "__launch_bounds__(384, 1)" in src and "warpgroup_reg_alloc<240>" in src and "float acc[128];" in src
+
+
+def test_swapped_tiles_put_b_on_the_mma_rows_and_the_few_a_rows_on_its_columns(sources):
+    import re
+
+    # wgmma_ss<A, B, accumulator types, M, N, K, ...>: 64 rows of B per warp group, 16 rows of A
+    for name in ("swap_ab_split_k", "swap_ab_nn_smem"):
+        shapes = set(re.findall(r"wgmma_ss<[^>]*kFloat32, (\d+), (\d+), 16,", sources[name]))
+        assert shapes == {("64", "16")}, shapes
+    assert sources["swap_ab_split_k"].count("__global__ void __launch_bounds__") == 2  # GEMM and reduction
+    assert "tma_store" in sources["swap_ab_nn_smem"]
+    assert "float acc[72];" in sources["block_n_144"]  # 128 x 144 over two warp groups
 
 
 SMEM_CASES = [  # (warp_specialize, split_k, persistent): the overlay cases of smem_bytes

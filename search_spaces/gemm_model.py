@@ -76,6 +76,14 @@ MACHINE_BALANCE = {"sm_90": 90.0, "sm_90a": 90.0, "sm_80": 60.0, "sm_86": 60.0, 
 DRAM_BALANCE = {"sm_90": 295.0, "sm_90a": 295.0, "sm_80": 160.0, "sm_86": 160.0, "sm_89": 160.0}
 
 
+# Dense 16-bit tensor-core TFLOP/s (H100 SXM, A100), to turn a fixed cost in seconds into the
+# estimate's units; DRAM bytes in flight at which DRAM delivers half its bandwidth, and the
+# launch and tail of one more kernel: fitted to the H100's decode GEMMs (see _memory_time).
+PEAK_TFLOPS = {"sm_90": 989.0, "sm_90a": 989.0, "sm_80": 312.0, "sm_86": 312.0, "sm_89": 312.0}
+HALF_BANDWIDTH_BYTES = 1.8e6
+KERNEL_SECONDS = 2.5e-6
+
+
 def _is_hopper(target: Target) -> bool:
     return target.arch.startswith("sm_9")
 
@@ -103,23 +111,37 @@ def estimate(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
     k_tiles = math.ceil(math.ceil(k / bk) / split) * split
     useful = (m * n * k) / (tiles_m * bm * tiles_n * bn * k_tiles * bk)
     compute = sm_share * roofline * useful
-    return 1.0 / max(1.0 / compute, _memory_time(m, n, k, bm, bn, split, blocks, target))
+    return 1.0 / max(1.0 / compute, _memory_time(problem, config, blocks, target))
 
 
-def _memory_time(m: int, n: int, k: int, bm: int, bn: int, split: int, blocks: int, target: Target) -> float:
+def _memory_time(problem: Mapping[str, Any], config: Mapping[str, Any], blocks: int, target: Target) -> float:
     """Time to move a GEMM's data through DRAM, in units of its time at peak FLOP/s: A and B
     read once, C written once, and split-K's float32 partial sums (one padded tile per output
-    tile and K slice) written and read back; fewer blocks than SMs draw less bandwidth.
+    tile and K slice) written and read back, at the share of DRAM bandwidth that the bytes in
+    flight draw (Little's law: the blocks resident at once, each with ``num_stages`` operand
+    slices requested ahead, against :data:`HALF_BANDWIDTH_BYTES`); split-K's reduction adds a
+    second kernel's launch and tail (:data:`KERNEL_SECONDS`).
 
     A decode GEMM (m=16, n=k=4096) moves 16 times more bytes than it has FLOPs for, so this
-    term ranks its configurations, and tile intensity does not: on the H100, 64x128 tiles with
-    split-K 4 ran 6% faster than 64x256 with split-K 8 (same 128 blocks, half the partial sums),
-    which the compute roofline alone ranked the other way (trust round at ``cc19ce4``)."""
+    term ranks its configurations, and tile intensity does not. On the H100 (``scripts/gemm_probe.py``,
+    2026-11-24), among 16-row swapped tiles without split-K the time fell from 37.7 to 21.7 us as
+    the bytes in flight rose from 1.7 to 6.6 MB (about ``17 us x (1 + 1.8 MB / in flight)``), and
+    the best split-K configuration was 2.4 us behind the best without; earlier (trust round at
+    ``cc19ce4``), 64x128 tiles with split-K 4 ran 6% faster than 64x256 with split-K 8 (same 128
+    blocks, half the partial sums)."""
+    m, n, k = problem["m"], problem["n"], problem["k"]
+    bm, bn, bk = config["block_m"], config["block_n"], config["block_k"]
+    split, stages = config.get("split_k", 1), config.get("num_stages", 3)
     moved = 2.0 * (m * k + n * k + m * n)
     if split > 1:
         moved += 2 * 4.0 * split * math.ceil(m / bm) * bm * math.ceil(n / bn) * bn
-    share = min(1.0, blocks / target.num_sms)
-    return moved * DRAM_BALANCE.get(target.arch, 200.0) / (2.0 * m * n * k) / share
+    slice_bytes = (bm + bn) * bk * 2
+    resident = min(blocks, target.num_sms * max(1, (target.smem_per_block + 1024) // max(stages * slice_bytes, 1)))
+    in_flight = resident * stages * slice_bytes
+    share = in_flight / (in_flight + HALF_BANDWIDTH_BYTES)
+    at_peak = 2.0 * m * n * k / (PEAK_TFLOPS.get(target.arch, 300.0) * 1e12)  # seconds of the FLOPs at peak
+    extra = KERNEL_SECONDS / at_peak if split > 1 else 0.0
+    return moved * DRAM_BALANCE.get(target.arch, 200.0) / (2.0 * m * n * k) / share + extra
 
 
 def features(problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> dict[str, float]:
@@ -150,11 +172,13 @@ def features(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
     sm_rounds = math.ceil(tiles / target.num_sms)
     k_iters = math.ceil(math.ceil(k / bk) / split)
     warps = threads // 32
-    wgmma = _is_hopper(target) and bm >= 64
-    wm, wn = warp_grid(str(config["warp_policy"]), warps, bm, bn, wgmma=wgmma)
-    wtm, wtn = bm / wm, bn / wn
+    swap = bool(config.get("swap_ab", False))
+    mma_m, mma_n = (bn, bm) if swap else (bm, bn)  # a swapped tile's MMA rows are B's
+    wgmma = _is_hopper(target) and mma_m >= 64
+    wm, wn = warp_grid(str(config["warp_policy"]), warps, mma_m, mma_n, wgmma=wgmma)
+    wtm, wtn = mma_m / wm, mma_n / wn
     groups_m = max(wm // 4, 1) if wgmma else wm
-    group_m, group_n = bm / groups_m, bn / (wn if wgmma else 1)  # the tile of one MMA issuer
+    group_m, group_n = mma_m / groups_m, mma_n / (wn if wgmma else 1)  # the tile of one MMA issuer
     if panel:
         rows, cols = min(panel, tiles_m), min(tiles_n, math.ceil(slots / max(min(panel, tiles_m), 1)))
     else:

@@ -71,6 +71,19 @@ def test_estimate_sees_the_bytes_of_a_decode_gemm_and_its_split_k_partial_sums()
         gemm_estimate(decode, {**tile, "block_n": 128, "split_k": 1}, H100)
 
 
+def test_estimate_sees_the_bytes_in_flight_of_a_decode_gemm():
+    # measured on the H100 (scripts/gemm_probe.py, 2026-11-24), 16 x 4096 x 4096 bfloat16 nt: swapped
+    # 16 x 64 x 128 tiles with 5 stages 21.7 us, with 3 stages 25.5 us; 64 x 128 x 128 with split-K 4
+    # 25.5 us; swapped 16 x 256 x 64 tiles with 3 stages (16 blocks, 1.7 MB in flight) 37.7 us
+    decode = {"m": 16, "n": 4096, "k": 4096}
+    swapped = {"block_m": 16, "block_n": 64, "block_k": 128, "swap_ab": True}
+    deep = gemm_estimate(decode, {**swapped, "num_stages": 5}, H100)
+    assert deep > gemm_estimate(decode, {**swapped, "num_stages": 3}, H100)
+    assert deep > gemm_estimate(decode, {"block_m": 64, "block_n": 128, "block_k": 128, "num_stages": 3, "split_k": 4},
+                                H100)
+    assert gemm_estimate(decode, {**swapped, "block_n": 256, "block_k": 64, "num_stages": 3}, H100) < deep / 1.5
+
+
 def test_columns_do_not_depend_on_the_sub_space_or_problem(sets):
     a, b = sets
     op = registry.load("gemm")

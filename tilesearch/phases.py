@@ -9,6 +9,9 @@ prints them.
 
 Phases of the tuning process are parts of its wall time and do not overlap; those of the compile
 pool add up over its worker processes (``compile`` in 15 processes can exceed the wall time).
+``worker:`` phases are the measuring worker's parts of ``measure``: ``time`` for trials timed to
+the full precision, ``time (raced)`` for those that stopped once clearly slower than the best so
+far (:mod:`tilesearch.runner.measure`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from contextlib import contextmanager
 ORDER = (
     "runner start", "study open", "propose", "database", "wait for build", "measure", "final re-time",
     "pool: compile", "pool: compiler processes", "worker: load", "worker: check", "worker: time",
+    "worker: time (raced)",
 )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from tilesearch.records import Candidate, RunResult, Status
+from tilesearch.records import Candidate, Incumbent, RunResult, Status
 from tilesearch.runner.base import NoDeviceError, Runner
 from tilesearch.runner.measure import MeasureSettings
 from tilesearch.runner.peer import Peer
@@ -68,11 +68,11 @@ class LocalRunner(Runner):
     def versions(self) -> dict[str, str]:
         return self._versions
 
-    def run(self, candidate: Candidate) -> RunResult:
+    def run(self, candidate: Candidate, incumbent: Incumbent | None = None) -> RunResult:
         if self.recycle_after and self._since_start >= self.recycle_after:
             self._fresh_worker()
         self._since_start += 1
-        result = self._worker.call(self.measure_fn, candidate, self.settings, timeout=self.timeout)
+        result = self._worker.call(self.measure_fn, candidate, self.settings, incumbent, timeout=self.timeout)
         if result.ok:
             return result.value
         if result.timed_out:

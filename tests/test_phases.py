@@ -17,10 +17,12 @@ def test_phases_add_up_named_spans_and_print_in_the_order_of_a_run():
         time.sleep(0.01)
     phases.add("pool: compile", 12.0)
     phases.add("zz custom", 0.5)
+    phases.add("spare: warm-up (background)", 3.0)
     assert 0.03 <= phases.seconds["propose"] < 0.5
     lines = table(phases.seconds, wall_s=1.0).splitlines()
-    assert [line.split()[0] for line in lines[1:]] == ["propose", "pool:", "zz"]
+    assert [line.split()[0] for line in lines[1:]] == ["propose", "pool:", "spare:", "zz"]
     assert lines[2].endswith("-")  # a pool's seconds add up over processes: no share of the wall
+    assert lines[3].endswith("-")  # nor do a background start's, which overlap the search
 
 
 class _Measuring(SyntheticRunner):

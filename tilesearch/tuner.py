@@ -5,7 +5,10 @@ proposals while the runner measures the kernels already compiled, one at a time.
 
 The runner gets, with each candidate, the best correct trial measured so far (its
 :class:`~tilesearch.records.Incumbent`), so that it may stop timing a trial once it is clearly
-slower (:mod:`tilesearch.runner.measure`, "Racing").
+slower (:mod:`tilesearch.runner.measure`, "Racing"). Once its measuring worker is up and the
+study is open, it is told when a final re-time will follow, so that it can start that re-time's
+fresh worker processes in the background while the first configurations compile
+(:mod:`tilesearch.runner.local`, "Spare workers").
 
 Several tuning processes (one per GPU, on one host or many) may run this loop on one study:
 each configuration is claimed atomically before it is compiled (:mod:`tilesearch.claim`),
@@ -247,6 +250,8 @@ def tune(
             notes = earlier_studies(db, problem, target)
             db.fail_stale()
         loop = _Loop(operator, op_ref, problem, space, target, db, search, builder, runner, settings, phases)
+        if settings.retime and (loop.budget or db.final() is None):
+            runner.expect_retime()
         loop.run()
         final = db.final()
         if settings.retime and final is None:  # none yet, or trials were measured after it
@@ -256,6 +261,8 @@ def tune(
                     final = final_retime(runner, [(r.number, r.config) for r in top], op=problem.op,
                                          problem=problem.to_dict(), target=target, op_ref=op_ref)
                 db.set_final(final)
+        for name, seconds in runner.phases().items():
+            phases.add(name, seconds)
     finally:
         for stage in made:
             stage.close()

@@ -10,6 +10,7 @@ on the latencies: there is no baseline here), with a look at :data:`LOOK` of its
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -24,15 +25,36 @@ from tilesearch.target import Target
 from tilesearch.testing.faulty import FaultyCpuOp
 
 LOOK = 3  # rounds of a racing trial's first look
+LOG = "TILESEARCH_CPU_LOG"  # environment variable: the file the worker functions log their calls to
 
 
 class CpuRunner(LocalRunner):
-    """Runs an operator whose ``build`` returns a Python callable on CPU tensors."""
+    """Runs an operator whose ``build`` returns a Python callable on CPU tensors.
+
+    ``log``: a file that gets one line per call in a worker process, ``<what> <pid>`` (``info``,
+    ``measure``, ``together``), appended atomically, so that tests can tell which process warmed
+    up, measured and re-timed, and in which order."""
 
     replayed = True
     measure_fn = "tilesearch.testing.cpu:measure"
     together_fn = "tilesearch.testing.cpu:measure_together"
     info_fn = "tilesearch.testing.cpu:device_info"
+
+    def __init__(self, *args: Any, log: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if log:
+            self.env[LOG] = log  # for the workers started from now on (spares)
+            self._worker.env[LOG] = log  # and the measuring one, not started yet
+
+
+def _log(what: str) -> None:
+    path = os.environ.get(LOG)
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{what} {os.getpid()}\n".encode())
+        finally:
+            os.close(fd)
 
 
 def device_info() -> dict[str, Any]:
@@ -40,6 +62,7 @@ def device_info() -> dict[str, Any]:
 
     from tilesearch import versions
 
+    _log("info")
     info = Target.from_arch("sm_90a", gpu="cpu").to_dict()
     info["versions"] = versions.collect()
     return info
@@ -48,6 +71,7 @@ def device_info() -> dict[str, Any]:
 def measure(candidate: Candidate, settings: MeasureSettings, incumbent: Incumbent | None = None) -> RunResult:
     """Checks one candidate against the reference on the CPU, then takes the median of 5 runs,
     or of the first :data:`LOOK` if they race clearly behind ``incumbent``."""
+    _log("measure")
     return _checked_and_timed([candidate], settings, rounds=5, extra={"device": "cpu"}, incumbent=incumbent)[0]
 
 
@@ -55,6 +79,7 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
     """The CPU counterpart of :func:`tilesearch.runner.measure.measure_together`: each candidate
     and each peer checked, then all that pass timed interleaved in the same 15 rounds (no
     baseline: the intervals are those of the medians)."""
+    _log("together")
     return _checked_and_timed(candidates, settings, rounds=15, peers=peers,
                               extra={"device": "cpu", "retimed_together": True})
 

@@ -251,3 +251,30 @@ def test_a_spare_taken_by_an_interrupted_retime_is_stopped_there(tmp_path):
                    storage=f"sqlite:///{tmp_path / 'db.sqlite'}", progress=False)
     assert not alive(runner.taken)  # before close()
     runner.close()
+
+
+def test_a_range_shares_one_runner_and_each_size_retimes_in_spares_of_its_own(tmp_path, monkeypatch):
+    """tune_range gives all its sizes one runner (tilesearch.range_tuner._Stages): each size's
+    final re-time runs in spares started for it, none of which measured a search trial."""
+    from tilesearch import range_tuner
+    from tilesearch.range_tuner import RangeSettings, tune_range
+    from tilesearch.tuner import TuneSettings
+
+    log, made = str(tmp_path / "calls.log"), []
+
+    def runner(settings):
+        made.append(Watched(timeout=60, log=log))
+        return made[-1]
+
+    monkeypatch.setattr(range_tuner, "make_runner", runner)
+    settings = TuneSettings(strategy="grid", trials=2, retime=2, progress=False,
+                            storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    result = tune_range(SLEEPY_CPU_OP, {"n": "1..4096"}, settings=settings, ranges=RangeSettings(sizes=3, heldout=0))
+    assert len(made) == 1 and len(result.studies) == 3
+    assert set(made[0].spares_at_run) == {2}  # each size's spares started before its search
+    seen = calls(log)
+    measured = {pid for what, pid in seen if what == "measure"}
+    retimed = [pid for what, pid in seen if what == "together"]
+    assert len(measured) == 1 and not measured & set(retimed)
+    assert len(retimed) == len(set(retimed)) >= 2 * 3  # each size's re-time in processes of its own
+    assert not any(alive(pid) for _, pid in seen)

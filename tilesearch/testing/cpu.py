@@ -166,9 +166,11 @@ SLEEPY_CPU_OP = "tilesearch.testing.cpu:SleepyCpuOp"
 
 class SleepyCpuOp(FaultyCpuOp):
     """``y = 2x + 1`` whose kernel first sleeps ``sleep_ms`` milliseconds (its one knob besides
-    ``copy``, which changes nothing): configurations of known, steady speeds, for tests of racing."""
+    ``copy``, which changes nothing): configurations of known, steady speeds, for tests of racing
+    and of the spare workers. ``n`` may be a range (a range tuned on the CPU)."""
 
     name = "sleepy_cpu"
+    runtime_params = ("n",)
 
     def space(self, problem: Problem, target: Target) -> Space:
         return Space([Categorical("sleep_ms", (10, 200)), Categorical("copy", ("a", "b"))])

@@ -233,21 +233,26 @@ def test_a_signal_stops_every_spare(tmp_path, signum, when, sleep_ms):
 
 
 class InterruptedInRetime(CpuRunner):
-    """Gets SIGINT a second into the re-time's first process (its kernels sleep 0.5 s: 8 s of rounds)."""
+    """Interrupted (as by Ctrl-C) inside the call that times the re-time's first process. No real
+    signal: a pytest process where ``tilesearch.cli.main`` ran has tilesearch's handlers, which
+    remember a signal for good (tilesearch.shutdown), and would stop every later tune."""
 
     def _take_fresh(self):
         worker = super()._take_fresh()
         self.taken = worker.pid
-        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        worker.call = interrupted
         return worker
 
 
 def test_a_spare_taken_by_an_interrupted_retime_is_stopped_there(tmp_path):
     """Once taken from the pool, close() no longer knows it: the re-time itself must stop it."""
-    space = Space([Categorical("sleep_ms", (500,)), Categorical("copy", ("a",))])
     runner = InterruptedInRetime(timeout=60)
     with pytest.raises(KeyboardInterrupt):
-        tuner.tune(SLEEPY_CPU_OP, {"n": 1024}, space=space, runner=runner, strategy="grid", trials=1, retime=1,
+        tuner.tune(FAULTY_CPU_OP, {"n": 1 << 12}, space=SPACE, runner=runner, strategy="grid", trials=1, retime=1,
                    storage=f"sqlite:///{tmp_path / 'db.sqlite'}", progress=False)
     assert not alive(runner.taken)  # before close()
     runner.close()

@@ -357,8 +357,8 @@ def adaptive(take: Callable[[int], list[list[float]]], *, first: int, cap: int,
     With ``race``, the first ``look`` rounds (if fewer than ``first``) are taken alone, and
     ``race(samples)`` after any batch stops early. ``enough`` is asked only once ``first`` rounds
     are in, and before ``race``, so a trial that does not race is taken in the same batches, and
-    stops at the same point, as without ``race``; ``race`` is not asked after the last batch
-    unless its verdict decides it."""
+    stops at the same point, as without ``race``; and ``race``'s last verdict (:attr:`Race.stopped`)
+    says whether it is what stopped the timing."""
     samples: list[list[float]] = []
     batch = look if race is not None and 0 < look < first else first
     while batch > 0:

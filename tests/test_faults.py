@@ -26,7 +26,11 @@ def check_run(result, storage):
     for r in records:
         assert r.status == EXPECTED_STATUS[r.config["fault"]], (r.config, r.status, r.error)
     assert result.best and all(b.config["fault"] == "none" for b in result.best)
-    assert result.best[0].latency_ms == min(r.latency_ms for r in records if r.status == "ok")
+    # the best is the final re-time's fastest (the search's figures of equally fast kernels may
+    # rank them otherwise: on the CPU, spare workers starting in the background jostle them)
+    fastest = result.final.chosen.trial if result.final else min(
+        (r for r in records if r.status == "ok"), key=lambda r: r.latency_ms).number
+    assert result.best[0].number == fastest
     return records
 
 

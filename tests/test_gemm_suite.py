@@ -29,7 +29,7 @@ class MadeUpRunner(Runner):
     def start(self):
         return Target.from_arch("sm_90a", gpu="made-up")
 
-    def run(self, candidate):
+    def run(self, candidate, incumbent=None):
         ms = made_up_ms(candidate.config)
         return RunResult(Status.OK, latency_ms=ms, tflops=1.0 / ms, baseline_ms=1.0, speedup=1.0 / ms, replayed=True)
 

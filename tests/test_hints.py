@@ -35,7 +35,7 @@ def test_hinted_configurations_are_measured_first(tmp_path, monkeypatch, strateg
     runner = ReplayRunner(data)
     seen = []
     original = runner.run
-    monkeypatch.setattr(runner, "run", lambda c: seen.append(c.config) or original(c))
+    monkeypatch.setattr(runner, "run", lambda c, incumbent=None: seen.append(c.config) or original(c, incumbent))
     tune(op, data.problem, strategy=strategy, runner=runner, storage=":memory:", trials=6, hints="fixed",
          progress=False)
     assert seen[:2] == picks and len(seen) == 6 and picks[0] not in seen[2:]

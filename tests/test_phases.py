@@ -17,18 +17,20 @@ def test_phases_add_up_named_spans_and_print_in_the_order_of_a_run():
         time.sleep(0.01)
     phases.add("pool: compile", 12.0)
     phases.add("zz custom", 0.5)
+    phases.add("spare: warm-up (background)", 3.0)
     assert 0.03 <= phases.seconds["propose"] < 0.5
     lines = table(phases.seconds, wall_s=1.0).splitlines()
-    assert [line.split()[0] for line in lines[1:]] == ["propose", "pool:", "zz"]
+    assert [line.split()[0] for line in lines[1:]] == ["propose", "pool:", "spare:", "zz"]
     assert lines[2].endswith("-")  # a pool's seconds add up over processes: no share of the wall
+    assert lines[3].endswith("-")  # nor do a background start's, which overlap the search
 
 
 class _Measuring(SyntheticRunner):
     replayed = False
 
-    def run(self, candidate):
+    def run(self, candidate, incumbent=None):
         time.sleep(0.01)
-        return super().run(candidate)
+        return super().run(candidate, incumbent)
 
 
 def test_tune_reports_its_phases_the_first_result_and_how_busy_the_runner_was():
@@ -58,3 +60,4 @@ def test_tune_verbose_prints_the_phases(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "first measured trial after" in out and "phase " in out and "\npropose " in out
+    assert "raced: 0 of 4 trials" in out  # a replayed dataset's figures are served whole

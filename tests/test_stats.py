@@ -109,7 +109,7 @@ def test_a_throttled_timing_is_taken_again_and_flagged_if_it_stays_low(monkeypat
     clocks = iter([1980, 1980, 1980, 1200, 1975, 1100, 1100])  # one reading per timing (one batch each)
     calls = []
 
-    def fake_rounds(fns, settings, l2_bytes, busy=None):
+    def fake_rounds(fns, settings, l2_bytes, busy=None, race=None):
         calls.append(1)
         busy()
         return [[1.0] * 10 for _ in fns]

@@ -213,6 +213,9 @@ def cmd_tune(args: list[str]) -> int:
         first = f"{result.first_result_s:.1f} s" if result.first_result_s is not None else "none"
         busy = f"{100 * result.busy_after_first:.0f}%" if result.busy_after_first is not None else "-"
         print(f"first measured trial after {first}; runner busy {busy} of the time after it")
+        if result.measured_now:
+            print(f"raced: {result.raced} of {result.measured_now} trials stopped being timed once clearly "
+                  "slower than the best so far (their intervals are wider than +-1%)")
         print(phases.table(result.phases, result.wall_s))
     for note in result.notes:
         print(f"note: {note}")

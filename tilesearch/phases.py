@@ -9,6 +9,12 @@ prints them.
 
 Phases of the tuning process are parts of its wall time and do not overlap; those of the compile
 pool add up over its worker processes (``compile`` in 15 processes can exceed the wall time).
+``worker:`` phases are the measuring worker's parts of ``measure``: ``time`` for trials timed to
+the full precision, ``time (raced)`` for those that stopped once clearly slower than the best so
+far (:mod:`tilesearch.runner.measure`). ``spare:`` phases are the runner's fresh worker processes
+for the final re-time (:mod:`tilesearch.runner.local`): ``warm-up (background)`` adds up their
+starts, which overlap the search, and ``wait`` is the part of ``final re-time`` spent waiting for
+one still starting. Phases marked ``(background)`` or ``pool:`` get no share of the wall time.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from contextlib import contextmanager
 ORDER = (
     "runner start", "study open", "propose", "database", "wait for build", "measure", "final re-time",
     "pool: compile", "pool: compiler processes", "worker: load", "worker: check", "worker: time",
+    "worker: time (raced)", "spare: warm-up (background)", "spare: wait",
 )
 
 
@@ -53,6 +60,7 @@ def table(seconds: dict[str, float], wall_s: float) -> str:
     names = [n for n in ORDER if n in seconds] + sorted(set(seconds) - set(ORDER))
     lines = ["phase                         seconds   of wall"]
     for name in names:
-        share = f"{100 * seconds[name] / wall_s:6.0f}%" if wall_s and not name.startswith("pool:") else "      -"
+        background = name.startswith("pool:") or name.endswith("(background)")
+        share = f"{100 * seconds[name] / wall_s:6.0f}%" if wall_s and not background else "      -"
         lines.append(f"{name:28} {seconds[name]:8.2f}   {share}")
     return "\n".join(lines)

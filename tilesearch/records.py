@@ -193,6 +193,35 @@ def is_correct(record: Any) -> bool:
 
 
 @dataclass(frozen=True)
+class Incumbent:
+    """The best correct trial of a search so far, which a runner may race a search trial against
+    (:func:`tilesearch.runner.measure.racer`): a trial clearly slower than it need not be timed to
+    the full precision.
+
+    ``speedup`` is the highest lower bound of a correct trial's ratio to the baseline (its ratio
+    where it has no interval), ``latency_ms`` the lowest upper bound of a correct trial's latency
+    (its median where it has no interval): the bounds, not the medians, so that a race is decided
+    against what the best is at least. The tuning loop hands one to the runner with each
+    candidate; it is not part of the :class:`Candidate` and of no key, so which configurations
+    are claimed, measured and resumed does not depend on it.
+    """
+
+    speedup: float | None = None
+    latency_ms: float | None = None
+
+    def updated(self, record: Any) -> Incumbent:
+        """The incumbent once ``record`` (a :class:`RunResult` or a database record) is known."""
+        if not is_correct(record):
+            return self
+        speedup = record.speedup_low if record.speedup_low is not None else record.speedup
+        latency = record.latency_high if record.latency_high is not None else record.latency_ms
+        return Incumbent(
+            speedup=max((v for v in (self.speedup, speedup) if v is not None), default=None),
+            latency_ms=min((v for v in (self.latency_ms, latency) if v is not None), default=None),
+        )
+
+
+@dataclass(frozen=True)
 class Retimed:
     """One configuration of the final re-time: its trial in the study and what was measured."""
 

@@ -31,15 +31,19 @@ def interval(low: float | None, high: float | None) -> str:
 
 
 def best_table(records: Sequence[TrialRecord]) -> str:
-    """Rank, speed, ratio to the baseline with its 95% interval, error and knobs of each record."""
+    """Rank, speed, ratio to the baseline with its 95% interval, error and knobs of each record;
+    a raced record's runs are marked ``r`` and a line under the table says what that means."""
     knobs = list(records[0].config) if records else []
     header = ["#", "trial", "latency_ms", "tflops", "vs_baseline", "95% interval", "runs", "rel_err", *knobs]
     rows = [
-        [i + 1, r.number, r.latency_ms, r.tflops, r.speedup, interval(r.speedup_low, r.speedup_high), r.runs,
-         r.rel_err, *(r.config.get(k) for k in knobs)]
+        [i + 1, r.number, r.latency_ms, r.tflops, r.speedup, interval(r.speedup_low, r.speedup_high),
+         f"{r.runs}r" if r.attrs.get("raced") else r.runs, r.rel_err, *(r.config.get(k) for k in knobs)]
         for i, r in enumerate(records)
     ]
-    return table(rows, header)
+    raced = [str(r.number) for r in records if r.attrs.get("raced")]
+    note = (f"\nr: raced (trials {', '.join(raced)}): timed until clearly slower than the best so far, "
+            "not to +-1%" if raced else "")
+    return table(rows, header) + note
 
 
 def final_table(final: Final) -> str:

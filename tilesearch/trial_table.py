@@ -43,6 +43,7 @@ def rows(db: TuningDatabase) -> list[dict[str, Any]]:
                                "replayed": record.replayed}
         row.update({f"config.{k}": v for k, v in record.config.items()})
         row.update({name: getattr(record, name) for name in RECORD_FIGURES})
+        row["raced"] = bool(record.attrs.get("raced", False))  # timed until clearly slower, not to +-1%
         out.append(row)
     return out
 

@@ -3,6 +3,13 @@
 Compilation and measurement overlap: the builder keeps its compile pool busy with the next
 proposals while the runner measures the kernels already compiled, one at a time.
 
+The runner gets, with each candidate, the best correct trial measured so far (its
+:class:`~tilesearch.records.Incumbent`), so that it may stop timing a trial once it is clearly
+slower (:mod:`tilesearch.runner.measure`, "Racing"). Once its measuring worker is up and the
+study is open, it is told when a final re-time will follow, so that it can start that re-time's
+fresh worker processes in the background while the first configurations compile
+(:mod:`tilesearch.runner.local`, "Spare workers").
+
 Several tuning processes (one per GPU, on one host or many) may run this loop on one study:
 each configuration is claimed atomically before it is compiled (:mod:`tilesearch.claim`),
 ``trials`` counts the study's trials from every tuning process, and one that finishes its share
@@ -27,7 +34,7 @@ from tilesearch.heartbeat import Heartbeat
 from tilesearch.op import Operator, Problem
 from tilesearch.phases import Phases
 from tilesearch.progress import Progress
-from tilesearch.records import BuildResult, Candidate, Final, Status
+from tilesearch.records import BuildResult, Candidate, Final, Incumbent, Status
 from tilesearch.runner import MeasureSettings, Runner
 from tilesearch.runner import create as create_runner
 from tilesearch.runner.retime import final_retime
@@ -79,6 +86,9 @@ class TuneSettings:
         retime_processes: fresh worker processes the final re-time runs in, one after another,
             their rounds pooled; more (up to 4) while they disagree on the best. One process's
             figures of a short kernel are off by up to 1% (:mod:`tilesearch.runner.pool`).
+        race: stop timing a search trial once its 95% interval lies clearly below the best
+            trial's so far (:mod:`tilesearch.runner.measure`, "Racing"); ``False`` times every
+            trial to +-1%. The final re-time never races.
         verbose: print where the wall time went (:mod:`tilesearch.phases`); the figures are in
             :attr:`TuneResult.phases` either way.
     """
@@ -101,6 +111,7 @@ class TuneSettings:
     heartbeat: int = 10
     retime: int = 5
     retime_processes: int = 2
+    race: bool = True
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -144,8 +155,10 @@ class TuneResult:
     ``compile_per_min`` is configurations compiled per minute of the tuning loop's wall time
     (first proposal to last record); ``gpu_idle`` the share of that time in which the runner
     was not measuring. ``phases`` are the seconds spent per phase (:mod:`tilesearch.phases`),
-    ``first_result_s`` the seconds from the start of ``tune`` to the first measured trial, and
-    ``busy_after_first`` the share of the loop's time after that result in which the runner measured.
+    ``first_result_s`` the seconds from the start of ``tune`` to the first measured trial,
+    ``busy_after_first`` the share of the loop's time after that result in which the runner
+    measured, and ``raced`` how many trials stopped being timed once clearly slower than the best
+    so far (:mod:`tilesearch.runner.measure`).
     """
 
     study: str
@@ -165,6 +178,7 @@ class TuneResult:
     phases: dict[str, float] = field(default_factory=dict)
     first_result_s: float | None = None
     busy_after_first: float | None = None
+    raced: int = 0
 
 
 def tune(
@@ -236,6 +250,8 @@ def tune(
             notes = earlier_studies(db, problem, target)
             db.fail_stale()
         loop = _Loop(operator, op_ref, problem, space, target, db, search, builder, runner, settings, phases)
+        if settings.retime and (loop.budget or db.final() is None):
+            runner.expect_retime()
         loop.run()
         final = db.final()
         if settings.retime and final is None:  # none yet, or trials were measured after it
@@ -245,6 +261,8 @@ def tune(
                     final = final_retime(runner, [(r.number, r.config) for r in top], op=problem.op,
                                          problem=problem.to_dict(), target=target, op_ref=op_ref)
                 db.set_final(final)
+        for name, seconds in runner.phases().items():
+            phases.add(name, seconds)
     finally:
         for stage in made:
             stage.close()
@@ -266,6 +284,7 @@ def tune(
         phases=dict(phases.seconds),
         first_result_s=phases.first_result_s,
         busy_after_first=loop.busy_after_first(),
+        raced=loop.raced,
     )
     db.close()
     return result
@@ -278,7 +297,8 @@ def make_runner(settings: TuneSettings) -> Runner:
         device=settings.device,
         timeout=settings.run_timeout,
         measure=MeasureSettings(baseline=settings.baseline, seed=settings.seed,
-                                final_processes=settings.retime_processes),
+                                final_processes=settings.retime_processes,
+                                **({} if settings.race else {"race_margin": 0.0})),
     )
 
 
@@ -364,6 +384,10 @@ class _Loop:
         self.statuses: dict[str, int] = {}
         self.idle = 0
         self.repeats = 0
+        self.incumbent = Incumbent()
+        for record in db.finished().values():  # earlier runs' trials count too
+            self.incumbent = self.incumbent.updated(record)
+        self.raced = 0
         self.progress = Progress(self.budget, f"{problem.op} {problem.key}", settings.progress, runner.replayed)
 
     def run(self) -> None:
@@ -481,7 +505,7 @@ class _Loop:
         self.phases.add("pool: compiler processes", build.tools_s)
         measured_at = time.perf_counter()
         with self.phases("measure"):
-            run = self.runner.run(build.candidate) if build.ok else None
+            run = self.runner.run(build.candidate, self.incumbent) if build.ok else None
         took = time.perf_counter() - measured_at
         self.run_s += took
         if self.first_at is not None:
@@ -493,6 +517,9 @@ class _Loop:
         if self.first_at is None:
             self.first_at = time.perf_counter()
             self.phases.result_arrived()
+        if run is not None:
+            self.incumbent = self.incumbent.updated(run)
+            self.raced += bool(run.extra.get("raced"))
         self.measured += 1
         status = run.status.value if run is not None else (
             Status.COMPILE_TIMEOUT.value if build.timed_out else Status.COMPILE_ERROR.value

@@ -112,6 +112,12 @@ class IsolatedWorker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    @property
+    def alive(self) -> bool:
+        """Whether the child process is running (a call would not have to start it)."""
+        with self._lock:
+            return self._proc is not None and self._proc.is_alive()
+
     def call(self, path: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> CallResult:
         """Runs ``path(*args, **kwargs)`` in the child; kills and restarts it after ``timeout`` s."""
         with self._lock:
@@ -161,12 +167,12 @@ class IsolatedWorker:
             self._proc = None
             self._conn = None
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Stops the child for good: a call still running in another thread then fails with
-        :class:`WorkerClosedError` instead of starting a new child."""
+    def close(self, timeout: float = 5.0, kill: bool = False) -> None:
+        """Stops the child for good (``kill``: at once, without asking): a call still running in
+        another thread then fails with :class:`WorkerClosedError` instead of starting a new child."""
         with self._lock:
             self._closed = True
-        self.stop(timeout=timeout)
+        self.stop(kill=kill, timeout=timeout)
 
     @staticmethod
     def close_all(workers: list[IsolatedWorker], timeout: float = 5.0) -> None:

@@ -43,8 +43,8 @@ def probed_runner(rows, every, **kwargs):
     class ProbedRunner(LocalRunner):
         """A LocalRunner that records the memory figures after each kernel it measures."""
 
-        def run(self, candidate):
-            result = super().run(candidate)
+        def run(self, candidate, incumbent=None):
+            result = super().run(candidate, incumbent)
             n = len(self.seen) + 1
             self.seen.append(candidate.key)
             if n <= 5 or n % every == 0:

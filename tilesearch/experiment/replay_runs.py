@@ -16,7 +16,7 @@ import numpy as np
 
 from tilesearch import dataset, registry, tune
 from tilesearch.builder import NullBuilder
-from tilesearch.records import Candidate, RunResult
+from tilesearch.records import Candidate, Incumbent, RunResult
 from tilesearch.runner import ReplayRunner
 from tilesearch.space import Space
 from tilesearch.strategy import GridStrategy, Proposal, SearchContext, Strategy, XGBStrategy, create
@@ -37,12 +37,12 @@ class Recorder(ReplayRunner):
         self.seen: list[dataset.Row | None] = []
         self.best_tflops = 0.0
 
-    def run(self, candidate: Candidate) -> RunResult:
+    def run(self, candidate: Candidate, incumbent: Incumbent | None = None) -> RunResult:
         row = self.data.get(candidate.config)
         self.seen.append(row)
         if row is not None and row.ok and row.tflops:
             self.best_tflops = max(self.best_tflops, row.tflops)
-        return super().run(candidate)
+        return super().run(candidate, incumbent)
 
 
 class Timed(Strategy):

@@ -6,7 +6,7 @@ import abc
 from collections.abc import Sequence
 
 from tilesearch.op import Problem
-from tilesearch.records import Candidate, RunResult
+from tilesearch.records import Candidate, Incumbent, RunResult
 from tilesearch.runner.peer import Peer, untimed
 from tilesearch.space import Space
 from tilesearch.target import Target
@@ -18,7 +18,10 @@ class NoDeviceError(RuntimeError):
 
 class Runner(abc.ABC):
     """Measures candidates one at a time. Call order: :meth:`start` once (it returns the target
-    measured on), :meth:`prepare` once, then :meth:`run` per built candidate, then :meth:`close`.
+    measured on), :meth:`prepare` once, :meth:`expect_retime` if a final :meth:`retime` will
+    follow the search, then :meth:`run` per built candidate, with the search's best so far; then
+    :meth:`retime`, :meth:`phases` and :meth:`close`. A runner shared by several
+    problems (a range's sizes) goes through ``start`` to ``phases`` once per problem.
     ``run`` never raises for a bad kernel: crashes, hangs and wrong results come back as a
     ``RunResult`` status."""
 
@@ -37,8 +40,11 @@ class Runner(abc.ABC):
         return space
 
     @abc.abstractmethod
-    def run(self, candidate: Candidate) -> RunResult:
-        """Checks and times one candidate that the builder compiled."""
+    def run(self, candidate: Candidate, incumbent: Incumbent | None = None) -> RunResult:
+        """Checks and times one candidate that the builder compiled. A runner may stop timing it
+        once it is clearly slower than ``incumbent``, the search's best correct trial so far
+        (:mod:`tilesearch.runner.measure`, "Racing"), and then says ``raced`` in ``extra``;
+        one near or above it, or with no incumbent, is timed to the full precision."""
 
     def retime(self, candidates: Sequence[Candidate], peers: Sequence[Peer] = ()) -> list[RunResult]:
         """Times ``candidates`` (of one problem, compiled before) again, together, for the final
@@ -50,6 +56,17 @@ class Runner(abc.ABC):
         again), and the results say so:
         ``extra["retimed_together"]`` is absent; it cannot time peers."""
         return [self.run(c) for c in candidates] + untimed(peers, "this runner times no peers")
+
+    def expect_retime(self) -> None:
+        """Says, before the search, that a :meth:`retime` will follow it: a runner that re-times
+        in fresh worker processes may start them now, in the background, so that the re-time
+        finds them ready (no-op by default)."""
+
+    def phases(self) -> dict[str, float]:
+        """Seconds of the runner's own work since the last call, by phase name, for
+        :mod:`tilesearch.phases` (fresh worker processes started in the background, and the
+        re-time's wait for them); none by default."""
+        return {}
 
     def close(self) -> None:
         """Stops worker processes (no-op by default)."""

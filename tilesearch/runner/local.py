@@ -3,24 +3,41 @@
 A kernel that crashes the CUDA context (illegal address) or kills the process is a
 ``runtime_error``; one that hangs is a ``run_timeout``. Either way the worker is restarted with a
 fresh context and the search goes on.
+
+**Spare workers.** The final re-time runs in fresh worker processes (no kernel run in them yet:
+another memory placement, another context; :mod:`tilesearch.runner.pool`), and starting one
+(importing torch and TileLang, making a CUDA context) took 5-9 s on the H100 host, paid once per
+process while the GPU sat idle: most of the 20 s that the re-time of two processes took. So when
+``tune`` says a re-time will follow (:meth:`LocalRunner.expect_retime`), the runner starts
+``final_processes`` spare workers in the background, each warming up in a thread of its own, and
+:meth:`LocalRunner.retime` finds them ready and only times. ``tune`` says so once the measuring
+worker is up and the study open: not sooner, since starting them beside the measuring worker
+would slow its own start, on the way to the first result; then they warm up while the first
+configurations compile, when the GPU has little to time. A spare that is ready also replaces the
+measuring worker after a crash or a hang, and is replaced in turn while a re-time is to come. Spares are stopped by :meth:`LocalRunner.close`, on
+every way out of ``tune`` (an error, Ctrl-C, SIGTERM); a spare used by a re-time is stopped
+right after it, so the next problem of a shared runner (a range's next size) gets new ones.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from tilesearch.records import Candidate, RunResult, Status
+from tilesearch.records import Candidate, Incumbent, RunResult, Status
 from tilesearch.runner.base import NoDeviceError, Runner
 from tilesearch.runner.measure import MeasureSettings
 from tilesearch.runner.peer import Peer
 from tilesearch.runner.pool import MAX_PROCESSES, disagree, pool
 from tilesearch.target import Target
-from tilesearch.workers import IsolatedWorker
+from tilesearch.workers import CallResult, IsolatedWorker
 
 _CONTEXT_LOST = re.compile(r"CUDA|cuda|illegal|device-side|launch failure|AcceleratorError", re.S)
+WARM_UP_TIMEOUT = 120.0  # seconds a worker process may take to import and make its CUDA context
 
 
 class LocalRunner(Runner):
@@ -50,12 +67,18 @@ class LocalRunner(Runner):
         self.timeout = timeout
         self.settings = settings or MeasureSettings()
         self.recycle_after = recycle_after
-        self._worker = IsolatedWorker(env={"CUDA_VISIBLE_DEVICES": str(device)}, name=f"runner-gpu{device}")
+        self.env = {"CUDA_VISIBLE_DEVICES": str(device)}  # of every worker process it starts
+        self._name = f"runner-gpu{device}"
+        self._worker = IsolatedWorker(env=self.env, name=self._name)
         self._since_start = 0
         self._versions: dict[str, str] = {}
+        self._spares: list[_Spare] = []
+        self._spares_wanted = 0  # while a re-time is to come: spares kept started
+        self._started = 0
+        self._spent: dict[str, float] = {}
 
     def start(self) -> Target:
-        result = self._worker.call(self.info_fn, timeout=120)
+        result = self._worker.call(self.info_fn, timeout=WARM_UP_TIMEOUT)
         if not result.ok:
             self._worker.stop(kill=True)
             reason = (result.error or "").strip().splitlines()[0] if result.error else "unknown"
@@ -68,11 +91,11 @@ class LocalRunner(Runner):
     def versions(self) -> dict[str, str]:
         return self._versions
 
-    def run(self, candidate: Candidate) -> RunResult:
+    def run(self, candidate: Candidate, incumbent: Incumbent | None = None) -> RunResult:
         if self.recycle_after and self._since_start >= self.recycle_after:
             self._fresh_worker()
         self._since_start += 1
-        result = self._worker.call(self.measure_fn, candidate, self.settings, timeout=self.timeout)
+        result = self._worker.call(self.measure_fn, candidate, self.settings, incumbent, timeout=self.timeout)
         if result.ok:
             return result.value
         if result.timed_out:
@@ -82,22 +105,37 @@ class LocalRunner(Runner):
             self._fresh_worker(restarted=result.died)
         return RunResult(Status.RUNTIME_ERROR, error=result.error)
 
+    def expect_retime(self) -> None:
+        """Starts spare workers in the background, up to ``settings.final_processes`` (see the
+        module docstring)."""
+        self._spares_wanted = self.settings.final_processes
+        self._top_up()
+
     def retime(self, candidates: Sequence[Candidate], peers: Sequence[Peer] = ()) -> list[RunResult]:
         """All ``candidates``, the ``peers`` and the baseline interleaved in the same rounds, in a
         fresh worker (no state left from the search: allocations, a clock pattern, a leaked
         context), and that again in ``settings.final_processes`` fresh workers or more, each on
-        inputs of its own seed, their rounds pooled (:mod:`tilesearch.runner.pool`). A peer's
-        maker may tune first (an autotuner), so each adds to the timeout."""
+        inputs of its own seed, their rounds pooled (:mod:`tilesearch.runner.pool`). The fresh
+        workers are the spares started by :meth:`expect_retime` where they are ready (else they
+        are started now), and each is stopped once it has timed. A peer's maker may tune first
+        (an autotuner), so each adds to the timeout."""
+        self._spares_wanted = 0  # none started while the rounds are timed; the next problem asks again
         if not candidates:
             return []
+        if self._worker.alive:  # it stays for the next problem; the memory its allocator holds goes back
+            self._worker.call("torch.cuda:empty_cache", timeout=self.timeout)
         processes: list[list[RunResult]] = []
         while len(processes) < MAX_PROCESSES:
             settings = replace(self.settings, seed=self.settings.seed + len(processes))
-            self._fresh_worker()
-            result = self._worker.call(self.together_fn, list(candidates), settings, list(peers),
-                                       timeout=self.timeout * (len(candidates) + 1) + 600 * len(peers))
+            worker = self._take_fresh()
+            try:
+                result = worker.call(self.together_fn, list(candidates), settings, list(peers),
+                                     timeout=self.timeout * (len(candidates) + 1) + 600 * len(peers))
+            except BaseException:  # Ctrl-C, SIGTERM: it is no spare any more, so close() would not stop it
+                worker.close(kill=True)
+                raise
+            worker.close()
             if not result.ok:
-                self._fresh_worker(restarted=result.timed_out or result.died)
                 status = Status.RUN_TIMEOUT if result.timed_out else Status.RUNTIME_ERROR
                 return [RunResult(status, error=f"re-time: {result.error}") for _ in [*candidates, *peers]]
             processes.append(result.value)
@@ -105,18 +143,70 @@ class LocalRunner(Runner):
                 break
         return pool(processes, self.settings.seed)
 
+    def phases(self) -> dict[str, float]:
+        spent, self._spent = self._spent, {}
+        return spent
+
+    def _spare(self) -> _Spare:
+        self._started += 1
+        return _Spare(IsolatedWorker(env=self.env, name=f"{self._name}-spare{self._started}"), self.info_fn)
+
+    def _top_up(self) -> None:
+        while len(self._spares) < self._spares_wanted:
+            self._spares.append(self._spare())
+
+    def _take_fresh(self) -> IsolatedWorker:
+        """A fresh worker process, warmed up: the first spare that warmed up well (waiting for it
+        if it is still warming up), else one started now."""
+        while self._spares:
+            spare = self._spares[0]  # taken out once ready: close() stops it if a signal comes meanwhile
+            waited = time.perf_counter()
+            ok = spare.wait()
+            self._add("spare: wait", time.perf_counter() - waited)
+            self._add("spare: warm-up (background)", spare.warm_s)
+            self._spares.pop(0)
+            if ok:
+                return spare.worker
+            spare.worker.close(kill=True)
+        self._started += 1
+        worker = IsolatedWorker(env=self.env, name=f"{self._name}-fresh{self._started}")
+        try:
+            worker.call(self.info_fn, timeout=WARM_UP_TIMEOUT)  # outside the re-time's timeout, as a spare's
+        except BaseException:
+            worker.close(kill=True)
+            raise
+        return worker
+
     def _fresh_worker(self, restarted: bool = False) -> None:
         """A new worker, warmed up (imports, CUDA context) outside the next candidate's timeout:
-        otherwise the candidate measured after a hang or a crash pays the restart and may time out."""
+        otherwise the candidate measured after a hang or a crash pays the restart and may time out.
+        A spare that is ready takes the place (and is replaced while a re-time is to come)."""
+        ready = next((s for s in self._spares if s.ready), None)
+        if ready is not None:
+            self._spares.remove(ready)
+            self._add("spare: warm-up (background)", ready.warm_s)
+            self._worker.close(kill=True)  # the old one, or the one it restarted as
+            self._worker = ready.worker
+            self._since_start = 0
+            self._top_up()
+            return
         if not restarted:  # the worker restarts itself after a timeout or its death
             self._worker.restart()
-        self._worker.call(self.info_fn, timeout=120)
+        self._worker.call(self.info_fn, timeout=WARM_UP_TIMEOUT)
         self._since_start = 0
+
+    def _add(self, phase: str, seconds: float) -> None:
+        self._spent[phase] = self._spent.get(phase, 0.0) + seconds
 
     @property
     def worker_pid(self) -> int | None:
         """PID of the measuring worker process (it changes when the worker is restarted)."""
         return self._worker.pid
+
+    @property
+    def spare_pids(self) -> list[int]:
+        """PIDs of the spare worker processes started and not yet used or stopped."""
+        return [s.worker.pid for s in self._spares if s.worker.pid is not None]
 
     def call(self, path: str, *args: Any, timeout: float = 60.0) -> Any:
         """Runs ``path(*args)`` inside the measuring worker (e.g. a memory probe); raises on error."""
@@ -126,4 +216,43 @@ class LocalRunner(Runner):
         return result.value
 
     def close(self) -> None:
+        self._spares_wanted = 0
+        spares, self._spares = self._spares, []
+        for spare in spares:  # a spare holds nothing worth a clean exit: stopped at once
+            spare.worker.close(kill=True)
         self._worker.stop()
+        for spare in spares:
+            spare.join()
+
+
+class _Spare:
+    """A fresh worker process warming up (imports, CUDA context) in a thread of its own."""
+
+    def __init__(self, worker: IsolatedWorker, info_fn: str) -> None:
+        self.worker = worker
+        self.warm_s = 0.0
+        self._result: CallResult | None = None
+        self._thread = threading.Thread(target=self._warm_up, args=(info_fn,), name=f"{worker.name}-warm-up",
+                                         daemon=True)
+        self._thread.start()
+
+    def _warm_up(self, info_fn: str) -> None:
+        began = time.perf_counter()
+        try:
+            self._result = self.worker.call(info_fn, timeout=WARM_UP_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - closed while warming up (the runner is closing): data, no traceback
+            self._result = CallResult(False, error=f"{type(exc).__name__}: {exc}")
+        self.warm_s = time.perf_counter() - began
+
+    @property
+    def ready(self) -> bool:
+        """Warmed up, and well."""
+        return not self._thread.is_alive() and self._result is not None and self._result.ok
+
+    def wait(self) -> bool:
+        """Waits for the warm-up to end; whether it went well."""
+        self._thread.join()
+        return self.ready
+
+    def join(self, timeout: float = 5.0) -> None:
+        self._thread.join(timeout)

@@ -9,6 +9,31 @@ Rounds are added until the ratio's 95% interval is within ``precision`` or the t
 (:mod:`tilesearch.runner.stats`); NVML's clock, temperature and power are read around the timing
 (:mod:`tilesearch.runner.nvml`), and a timing taken while the clock sat well below its usual level
 is done once more.
+
+**Racing.** Most trials of a search are clearly slower than the best one found so far, and timing
+such a trial to +-1% spends GPU time on a figure whose only use is to say that it lost. So
+:func:`measure` takes the search's incumbent (:class:`~tilesearch.records.Incumbent`), looks at
+the trial after a short first batch (``race_ms``, at least :data:`RACE_ROUNDS` rounds) and after
+every batch after it, and stops once the upper bound of the trial's 95% ratio interval lies below
+``1 - race_margin`` times the incumbent's lower bound (:func:`racer`). The trial keeps its median
+and its wider interval and is marked ``raced`` in its record. A trial near or above the incumbent
+goes on through the same batches as without racing (the rest of the ``rep_ms`` batch, then
+doubling) and meets ``precision`` as before, as the trust issue asks. Racing changes how
+precisely a loser is timed, never which trials are kept: the final re-time takes the fastest
+medians of the search, raced or not, and never races (:func:`measure_together`).
+
+Why these sizes: on the H100 (8192^3 float16, commit ``fcf9874``) the search's ratio intervals
+after the 200 ms first batch (66-69 rounds) had half-widths of 0.03-0.65%. A half-width shrinks
+as one over the square root of the rounds, so a look at a quarter of them (50 ms) is within about
++-1.3%, well inside the 3% margin: a trial some 5% or more behind the incumbent is decided at the
+look, the others go on. :data:`RACE_ROUNDS` keeps a look meaningful where a round is long: each of
+the :data:`PLACEMENTS` copies runs five times, and the bootstrap bounds of a median of 20 rounds
+are interior order statistics, not the sample's extremes. The margin, three times the precision,
+also covers the up to 1% that a short kernel's ratio shifts from one worker process to the next
+(:mod:`tilesearch.runner.pool`), since the incumbent may have been timed in another one. ``rep_ms``
+itself stays 200 ms: it is the least a trial is timed before it may stop as precise, the setting
+under which the trust runs' intervals were checked, and shortening it for the trials that matter
+needs a GPU run that shows their intervals still cover.
 """
 
 from __future__ import annotations
@@ -21,7 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tilesearch.records import Candidate, RunResult, Status
+from tilesearch.records import Candidate, Incumbent, RunResult, Status
 from tilesearch.runner import nvml, stats
 
 _FLUSH: dict[int, Any] = {}
@@ -34,6 +59,7 @@ FINAL_MAX_MS = 6000.0  # GPU time cap of the final re-time's rounds (all candida
 FINAL_SETTLE_MS = 1500.0
 PLACEMENTS = 4  # copies of the inputs the timed rounds cycle through (fewer where memory is short)
 PLACEMENT_MEMORY_SHARE = 0.2  # of the free GPU memory, at most, for the extra copies
+RACE_ROUNDS = 20  # rounds of a racing trial's first look, at least (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -54,6 +80,11 @@ class MeasureSettings:
         final_processes: fresh worker processes the final re-time pools, one after another
             (more, up to :data:`tilesearch.runner.pool.MAX_PROCESSES`, while they disagree on
             the best): one process's figures of a short kernel are off by up to 1%.
+        race_margin: a search trial stops being timed once its ratio's 95% interval lies
+            entirely below the incumbent's by this share (:func:`racer`); 0 times every trial
+            to ``precision``.
+        race_ms: GPU time of a racing trial's first look (at least :data:`RACE_ROUNDS` rounds,
+            at most the ``rep_ms`` batch, whose rest follows if the trial does not stop).
     """
 
     warmup_ms: float = 25.0
@@ -66,6 +97,8 @@ class MeasureSettings:
     flush_l2: bool = True
     seed: int = 0
     final_processes: int = 2
+    race_margin: float = 0.03
+    race_ms: float = 50.0
 
 
 def device_info() -> dict[str, Any]:
@@ -206,13 +239,16 @@ def bench(fns: list[Any], settings: MeasureSettings, l2_bytes: int) -> list[floa
 
 def rounds(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
            enough: Callable[[list[list[float]]], bool] | None = None,
-           busy: Callable[[], None] | None = None) -> list[list[float]]:
+           busy: Callable[[], None] | None = None,
+           race: Callable[[list[list[float]]], bool] | None = None) -> list[list[float]]:
     """Milliseconds of each of ``fns`` per round (one run of each, in order, per round).
 
     After a first batch of about ``rep_ms``, batches of rounds are added until ``enough(samples)``
     holds (default: :func:`precise_enough` with the last of ``fns`` as the baseline if there are
-    several), ``max_ms`` of GPU time or ``max_reps`` rounds are spent. ``busy()`` is called
-    after each batch is queued, while the GPU runs it (to read its clock under load)."""
+    several), ``max_ms`` of GPU time or ``max_reps`` rounds are spent. With ``race`` (from
+    :func:`racer`) the first batch starts with a look of about ``race_ms``, and timing stops after
+    any batch where ``race(samples)`` holds. ``busy()`` is called after each batch is queued,
+    while the GPU runs it (to read its clock under load)."""
     import torch
 
     flush = None
@@ -262,7 +298,8 @@ def rounds(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
 
     first = int(min(max(settings.rep_ms / per_round, settings.min_reps), settings.max_reps))
     cap = int(min(max(settings.max_ms / per_round, first), settings.max_reps))
-    return adaptive(take, first=first, cap=cap, enough=enough)
+    look = int(min(max(settings.race_ms / per_round, RACE_ROUNDS), first))
+    return adaptive(take, first=first, cap=cap, enough=enough, look=look, race=race)
 
 
 class _Hold:
@@ -312,19 +349,64 @@ def _cycles_per_ms(torch: Any) -> float:
 
 
 def adaptive(take: Callable[[int], list[list[float]]], *, first: int, cap: int,
-             enough: Callable[[list[list[float]]], bool]) -> list[list[float]]:
-    """Samples from ``take(rounds)`` (per function, per round), doubling the rounds taken until
-    ``enough(samples)`` or ``cap`` rounds."""
+             enough: Callable[[list[list[float]]], bool], look: int = 0,
+             race: Callable[[list[list[float]]], bool] | None = None) -> list[list[float]]:
+    """Samples from ``take(rounds)`` (per function, per round): ``first`` rounds, then doubling
+    the rounds taken until ``enough(samples)`` or ``cap`` rounds.
+
+    With ``race``, the first ``look`` rounds (if fewer than ``first``) are taken alone, and
+    ``race(samples)`` after any batch stops early. ``enough`` is asked only once ``first`` rounds
+    are in, and before ``race``, so a trial that does not race is taken in the same batches, and
+    stops at the same point, as without ``race``; and ``race``'s last verdict (:attr:`Race.stopped`)
+    says whether it is what stopped the timing."""
     samples: list[list[float]] = []
-    batch = first
+    batch = look if race is not None and 0 < look < first else first
     while batch > 0:
         got = take(batch)
         samples = [old + new for old, new in zip(samples, got)] if samples else got
         done = len(samples[0])
-        if done >= cap or enough(samples):
+        if done >= cap or (done >= first and enough(samples)) or (race is not None and race(samples)):
             break
-        batch = min(done, cap - done)
+        batch = min(first - done if done < first else done, cap - done)
     return samples
+
+
+class Race:
+    """The race rule of one search trial (see the module docstring), called with the samples so
+    far (the kernel first, the baseline last): it holds once the kernel is clearly slower than
+    the incumbent's figure ``best``. With a baseline, the upper bound of the kernel's ratio's 95%
+    interval lies below ``1 - margin`` times ``best`` (the incumbent's ratio); without one, the
+    lower bound of its median's interval lies above ``best`` (the incumbent's latency) divided by
+    ``1 - margin``. ``stopped`` is what its last call said: after :func:`adaptive`, whether the
+    race is what stopped the timing."""
+
+    def __init__(self, best: float, *, baseline: bool, margin: float, seed: int) -> None:
+        self.best, self.baseline, self.keep, self.seed = best, baseline, 1 - margin, seed
+        self.stopped = False
+
+    def __call__(self, samples: list[list[float]]) -> bool:
+        if self.baseline:
+            self.stopped = stats.ratio(samples[-1], samples[0], seed=self.seed, resamples=500).high < self.keep * self.best
+        else:
+            self.stopped = self.keep * stats.spread(samples[0], seed=self.seed, resamples=500).low > self.best
+        return self.stopped
+
+    def record(self) -> dict[str, Any]:
+        """What a trial's record says of the race: ``raced`` and the incumbent's figure it lost
+        to, ``raced_against``, if the race stopped it; nothing otherwise."""
+        return {"raced": True, "raced_against": self.best} if self.stopped else {}
+
+
+def racer(incumbent: Incumbent | None, settings: MeasureSettings, *, baseline: bool) -> Race | None:
+    """The :class:`Race` of a trial against ``incumbent``, timed with or without a ``baseline``;
+    ``None`` (time it to ``precision``) without an incumbent figure of that kind, or with
+    ``race_margin`` 0."""
+    if incumbent is None or settings.race_margin <= 0:
+        return None
+    best = incumbent.speedup if baseline else incumbent.latency_ms
+    if best is None or best <= 0:
+        return None
+    return Race(best, baseline=baseline, margin=settings.race_margin, seed=settings.seed)
 
 
 def precise_enough(samples: list[list[float]], settings: MeasureSettings, *, baseline: bool) -> bool:
@@ -353,12 +435,16 @@ def figures(kernel: Sequence[float], baseline: Sequence[float] | None, seed: int
     return out
 
 
-def timed(fns: list[Any], settings: MeasureSettings, l2_bytes: int) -> tuple[list[list[float]], dict[str, Any]]:
-    """:func:`rounds` with NVML readings around them; timed once more if the clock was throttled.
-    Returns the samples and the clock record (``throttled`` only if the second try was too)."""
+def timed(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
+          race: Race | None = None) -> tuple[list[list[float]], dict[str, Any]]:
+    """:func:`rounds` (racing with ``race``) with NVML readings around them; timed once more if
+    the clock was throttled. Returns the samples and the clock record (``throttled`` only if the
+    second try was too)."""
     for attempt in (1, 2):
         readings: list[nvml.Reading | None] = []
-        samples = rounds(fns, settings, l2_bytes, busy=lambda got=readings: got.append(nvml.read()))
+        if race is not None:
+            race.stopped = False  # the second try is raced afresh
+        samples = rounds(fns, settings, l2_bytes, busy=lambda got=readings: got.append(nvml.read()), race=race)
         record = nvml.figures(readings)  # read while each batch ran: the clock under load
         low = nvml.throttled(record.get("sm_clock_mhz"))
         if not low:
@@ -368,8 +454,9 @@ def timed(fns: list[Any], settings: MeasureSettings, l2_bytes: int) -> tuple[lis
     return samples, {**record, "throttled": True}
 
 
-def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
-    """Builds (from TileLang's cache), checks and times one candidate on GPU 0."""
+def measure(candidate: Candidate, settings: MeasureSettings, incumbent: Incumbent | None = None) -> RunResult:
+    """Builds (from TileLang's cache), checks and times one candidate on GPU 0, racing it against
+    ``incumbent`` (the search's best so far; see the module docstring)."""
     import torch
 
     from tilesearch.op import Problem
@@ -399,9 +486,10 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
     base = op.baseline(problem, inputs) if settings.baseline else None
     if base is not None:
         fns.append(placed.cycle(lambda own: base if own is placed.inputs[0] else op.baseline(problem, own)))
-    samples, clock = timed(fns, settings, candidate.target.l2_bytes)
+    race = racer(incumbent, settings, baseline=base is not None)
+    samples, clock = timed(fns, settings, candidate.target.l2_bytes, race)
     found = figures(samples[0], samples[1] if base is not None else None, settings.seed)
-    phases["time"] = time.perf_counter() - timing
+    phases["time (raced)" if race is not None and race.stopped else "time"] = time.perf_counter() - timing
     return RunResult(
         Status.OK,
         tflops=op.flops(problem) / (found["latency_ms"] * 1e-3) / 1e12,
@@ -410,7 +498,7 @@ def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
         measure_s=time.perf_counter() - start,
         **found,
         **clock,
-        extra={"phases": phases},
+        extra={"phases": phases, **(race.record() if race is not None else {})},
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tilesearch.dataset import Dataset, DatasetError, load
 from tilesearch.op import Problem
-from tilesearch.records import Candidate, RunResult, Status
+from tilesearch.records import Candidate, Incumbent, RunResult, Status
 from tilesearch.runner.base import Runner
 from tilesearch.runner.peer import Peer, untimed
 from tilesearch.space import Space
@@ -51,7 +51,8 @@ class ReplayRunner(Runner):
             )
         return self.data.restrict(space)
 
-    def run(self, candidate: Candidate) -> RunResult:
+    def run(self, candidate: Candidate, incumbent: Incumbent | None = None) -> RunResult:
+        """The recorded figures of ``candidate`` (a dataset's figures are served whole: nothing races)."""
         self.calls += 1
         return self._serve(candidate)
 

@@ -4,49 +4,82 @@ For CI without a GPU: :class:`CpuRunner` is the :class:`~tilesearch.runner.Local
 worker's functions replaced, so a kernel that hangs is killed after the timeout and one that
 crashes the process (a segmentation fault) is a ``runtime_error``, by the very code that guards
 GPU runs. Its timings are CPU wall times, not GPU measurements: every result is marked replayed.
+A search trial races against the incumbent by the GPU's rule (:func:`tilesearch.runner.measure.racer`,
+on the latencies: there is no baseline here), with a look at :data:`LOOK` of its 5 rounds.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from tilesearch.records import Candidate, RunResult, Status
+from tilesearch.op import Problem
+from tilesearch.records import Candidate, Incumbent, RunResult, Status
 from tilesearch.runner.local import LocalRunner
-from tilesearch.runner.measure import MeasureSettings, check, checked_peers, figures
+from tilesearch.runner.measure import MeasureSettings, adaptive, check, checked_peers, figures, racer
+from tilesearch.space import Categorical, Config, Space
+from tilesearch.target import Target
+from tilesearch.testing.faulty import FaultyCpuOp
+
+LOOK = 3  # rounds of a racing trial's first look
+LOG = "TILESEARCH_CPU_LOG"  # environment variable: the file the worker functions log their calls to
 
 
 class CpuRunner(LocalRunner):
-    """Runs an operator whose ``build`` returns a Python callable on CPU tensors."""
+    """Runs an operator whose ``build`` returns a Python callable on CPU tensors.
+
+    ``log``: a file that gets one line per call in a worker process, ``<what> <pid>`` (``info``,
+    ``measure``, ``together``), appended atomically, so that tests can tell which process warmed
+    up, measured and re-timed, and in which order."""
 
     replayed = True
     measure_fn = "tilesearch.testing.cpu:measure"
     together_fn = "tilesearch.testing.cpu:measure_together"
     info_fn = "tilesearch.testing.cpu:device_info"
 
+    def __init__(self, *args: Any, log: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if log:
+            self.env[LOG] = log  # for the workers started from now on (spares)
+            self._worker.env[LOG] = log  # and the measuring one, not started yet
+
+
+def _log(what: str) -> None:
+    path = os.environ.get(LOG)
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{what} {os.getpid()}\n".encode())
+        finally:
+            os.close(fd)
+
 
 def device_info() -> dict[str, Any]:
     import torch  # noqa: F401 - the warm-up of a fresh worker, as on a GPU
 
     from tilesearch import versions
-    from tilesearch.target import Target
 
+    _log("info")
     info = Target.from_arch("sm_90a", gpu="cpu").to_dict()
     info["versions"] = versions.collect()
     return info
 
 
-def measure(candidate: Candidate, settings: MeasureSettings) -> RunResult:
-    """Checks one candidate against the reference on the CPU, then takes the median of 5 runs."""
-    return _checked_and_timed([candidate], settings, rounds=5, extra={"device": "cpu"})[0]
+def measure(candidate: Candidate, settings: MeasureSettings, incumbent: Incumbent | None = None) -> RunResult:
+    """Checks one candidate against the reference on the CPU, then takes the median of 5 runs,
+    or of the first :data:`LOOK` if they race clearly behind ``incumbent``."""
+    _log("measure")
+    return _checked_and_timed([candidate], settings, rounds=5, extra={"device": "cpu"}, incumbent=incumbent)[0]
 
 
 def measure_together(candidates: list[Candidate], settings: MeasureSettings, peers: Sequence[Any] = ()) -> list[RunResult]:
     """The CPU counterpart of :func:`tilesearch.runner.measure.measure_together`: each candidate
     and each peer checked, then all that pass timed interleaved in the same 15 rounds (no
     baseline: the intervals are those of the medians)."""
+    _log("together")
     return _checked_and_timed(candidates, settings, rounds=15, peers=peers,
                               extra={"device": "cpu", "retimed_together": True})
 
@@ -63,12 +96,11 @@ def _wall_ms(fns: list[Any], rounds: int) -> list[list[float]]:
 
 
 def _checked_and_timed(candidates: list[Candidate], settings: MeasureSettings, *, rounds: int,
-                       extra: dict[str, Any], peers: Any = ()) -> list[RunResult]:
+                       extra: dict[str, Any], peers: Any = (), incumbent: Incumbent | None = None) -> list[RunResult]:
     """Each candidate checked against its reference, and each peer against the first one's, then
-    those that pass timed interleaved."""
+    those that pass timed interleaved (raced against ``incumbent``, if one is given)."""
     import torch
 
-    from tilesearch.op import Problem
     from tilesearch.space import digest
 
     start = time.perf_counter()
@@ -101,7 +133,12 @@ def _checked_and_timed(candidates: list[Candidate], settings: MeasureSettings, *
                 fns.append((op.flops(problem), fn))
     if "retimed_together" in extra:  # how many were timed in the same rounds, as on a GPU
         extra = {**extra, "retimed_together": len(fns)}
-    samples = iter(_wall_ms([fn for _, fn in fns], rounds))
+    race = racer(incumbent, settings, baseline=False)
+    timed_fns = [fn for _, fn in fns]
+    samples = iter(adaptive(lambda n: _wall_ms(timed_fns, n), first=rounds, cap=rounds, enough=lambda _: True,
+                            look=LOOK, race=race) if timed_fns else [])
+    if race is not None:
+        extra = {**extra, **race.record()}
     flops = iter(f for f, _ in fns)
     out = []
     for result in results:
@@ -122,3 +159,27 @@ def doubling_peer(op: Any, problem: Any, inputs: Any, target: Any, offset: float
     for tests of the re-time with peers; another ``offset`` makes it compute wrong results."""
     (x,) = inputs
     return lambda: x * 2 + offset
+
+
+SLEEPY_CPU_OP = "tilesearch.testing.cpu:SleepyCpuOp"
+
+
+class SleepyCpuOp(FaultyCpuOp):
+    """``y = 2x + 1`` whose kernel first sleeps ``sleep_ms`` milliseconds (its one knob besides
+    ``copy``, which changes nothing): configurations of known, steady speeds, for tests of racing
+    and of the spare workers. ``n`` may be a range (a range tuned on the CPU)."""
+
+    name = "sleepy_cpu"
+    runtime_params = ("n",)
+
+    def space(self, problem: Problem, target: Target) -> Space:
+        return Space([Categorical("sleep_ms", (10, 200)), Categorical("copy", ("a", "b"))])
+
+    def build(self, problem: Problem, config: Config, target: Target) -> Any:
+        seconds = config["sleep_ms"] / 1e3
+
+        def kernel(x: Any, y: Any) -> None:
+            time.sleep(seconds)
+            y.copy_(x * 2 + 1)
+
+        return kernel

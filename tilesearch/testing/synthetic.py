@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tilesearch.records import Candidate, RunResult, Status
+from tilesearch.records import Candidate, Incumbent, RunResult, Status
 from tilesearch.runner.base import Runner
 from tilesearch.runner.peer import Peer, untimed
 from tilesearch.space import digest
@@ -64,7 +64,8 @@ class SyntheticRunner(Runner):
         configurations the search measured) nor logged; the formula knows no peers."""
         return [self._result(c) for c in candidates] + untimed(peers, "synthetic: no peers")
 
-    def run(self, candidate: Candidate) -> RunResult:
+    def run(self, candidate: Candidate, incumbent: Incumbent | None = None) -> RunResult:
+        """The formula's figures (made up: nothing races)."""
         self.calls.append(candidate)
         if self.log:
             fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

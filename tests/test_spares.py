@@ -1,0 +1,285 @@
+"""Spare worker processes for the final re-time (issue 17), on the CPU runner: started in the
+background before the search measures, used by the re-time (never for a search trial), used
+once, replaced for the next problem of a shared runner, taking over from a crashed measuring
+worker, and stopped on every way out (close, an error, a signal). A run with ``retime=0`` starts
+none. Which process warmed up, measured and re-timed comes from the CPU runner's call log."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from tilesearch import shutdown, tuner
+from tilesearch.records import Candidate, Status
+from tilesearch.space import Categorical, Space
+from tilesearch.target import Target
+from tilesearch.testing.cpu import SLEEPY_CPU_OP, CpuRunner
+from tilesearch.testing.faulty import FAULTY_CPU_OP
+
+SPACE = Space([Categorical("fault", ("none",)), Categorical("block", (256, 512)), Categorical("threads", (128,))])
+TARGET = Target.from_arch("sm_90a", gpu="cpu")
+
+
+def calls(log):
+    """``(what, pid)`` per line of a CPU runner's log, in order."""
+    if not os.path.exists(log):
+        return []
+    with open(log) as f:
+        return [(what, int(pid)) for what, pid in (line.split() for line in f)]
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead too
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+class Watched(CpuRunner):
+    """Remembers the spare processes there were at each search trial."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.spares_at_run = []
+
+    def run(self, candidate, incumbent=None):
+        self.spares_at_run.append(len(self._spares))
+        return super().run(candidate, incumbent)
+
+
+def wait_ready(runner, count, timeout=120):
+    deadline = time.monotonic() + timeout
+    while sum(s.ready for s in runner._spares) < count:
+        assert time.monotonic() < deadline, "spares did not warm up"
+        time.sleep(0.05)
+
+
+def test_the_final_retime_runs_in_spares_started_before_the_search(tmp_path):
+    log, storage = str(tmp_path / "calls.log"), f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with Watched(timeout=60, log=log) as runner:
+        result = tuner.tune(FAULTY_CPU_OP, {"n": 1 << 12}, space=SPACE, runner=runner, strategy="grid", trials=2,
+                            retime=2, storage=storage, progress=False)
+        spares = runner.spare_pids
+        measuring = runner.worker_pid
+    assert runner.spares_at_run == [2, 2]  # started before the first trial was timed
+    assert spares == []  # used by the re-time, then stopped
+    seen = calls(log)
+    measured = {pid for what, pid in seen if what == "measure"}
+    retimed = [pid for what, pid in seen if what == "together"]
+    assert measured == {measuring} and len(set(retimed)) == len(retimed) >= 2  # one process each
+    assert not measured & set(retimed)  # fresh: no search trial ran in them
+    for pid in retimed:  # each warmed up before it timed
+        assert seen.index(("info", pid)) < seen.index(("together", pid))
+        assert not alive(pid)
+    assert result.final is not None and result.final.together
+    assert {"spare: warm-up (background)", "spare: wait"} <= set(result.phases)
+    from tilesearch.phases import table
+
+    line = next(x for x in table(result.phases, result.wall_s).splitlines() if x.startswith("spare: warm-up"))
+    assert line.endswith("-")  # background: no share of the wall time
+
+
+def test_retime_zero_starts_no_spare(tmp_path):
+    log = str(tmp_path / "calls.log")
+    with Watched(timeout=60, log=log) as runner:
+        tuner.tune(FAULTY_CPU_OP, {"n": 1 << 12}, space=SPACE, runner=runner, strategy="grid", trials=2, retime=0,
+                   storage=f"sqlite:///{tmp_path / 'db.sqlite'}", progress=False)
+        assert runner.spare_pids == [] and runner.spares_at_run == [0, 0]
+        measuring = runner.worker_pid
+    assert {pid for _, pid in calls(log)} == {measuring}
+
+
+def test_a_shared_runner_gets_new_spares_for_each_problem(tmp_path):
+    """As a range's sizes share one runner: each problem's re-time in spares of its own, started
+    for it; the measuring worker stays; nothing is left running."""
+    log, storage = str(tmp_path / "calls.log"), f"sqlite:///{tmp_path / 'db.sqlite'}"
+    retimed = []
+    with Watched(timeout=60, log=log) as runner:
+        for n in (1 << 12, 1 << 13):
+            before = len(calls(log))
+            tuner.tune(FAULTY_CPU_OP, {"n": n}, space=SPACE, runner=runner, strategy="grid", trials=2, retime=2,
+                       storage=storage, progress=False)
+            retimed.append({pid for what, pid in calls(log)[before:] if what == "together"})
+            assert runner.spare_pids == []
+        measuring = runner.worker_pid
+    assert runner.spares_at_run == [2, 2, 2, 2]
+    assert all(len(pids) >= 2 for pids in retimed) and not retimed[0] & retimed[1]
+    assert {pid for what, pid in calls(log) if what == "measure"} == {measuring}
+    assert not any(alive(pid) for _, pid in calls(log))
+
+
+def test_a_ready_spare_replaces_a_crashed_worker_and_is_replaced(tmp_path):
+    runner = CpuRunner(timeout=60)
+    try:
+        runner.start()
+        runner.expect_retime()
+        wait_ready(runner, 2)
+        spares, crashed = runner.spare_pids, runner.worker_pid
+        bad = Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "out_of_bounds", "block": 256, "threads": 128},
+                        TARGET, FAULTY_CPU_OP)
+        assert runner.run(bad).status == Status.RUNTIME_ERROR
+        assert runner.worker_pid == spares[0] and not alive(crashed)
+        assert runner.spare_pids[0] == spares[1] and len(runner._spares) == 2  # one started in its place
+        good = Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128}, TARGET,
+                         FAULTY_CPU_OP)
+        assert runner.run(good).status == Status.OK
+        assert runner.phases()["spare: warm-up (background)"] > 0 and runner.phases() == {}  # drained
+        wait_ready(runner, 2)
+        running = [*runner.spare_pids, runner.worker_pid]
+    finally:
+        runner.close()
+    assert len(running) == 3 and not any(alive(pid) for pid in running)
+    assert not [t for t in threading.enumerate() if t.name.endswith("-warm-up")]
+
+
+def test_close_stops_spares_even_while_they_warm_up():
+    runner = CpuRunner(timeout=60)
+    runner.expect_retime()  # not even started: close at once
+    deadline = time.monotonic() + 60
+    while len(runner.spare_pids) < 2:  # their processes exist, their imports go on
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    pids = runner.spare_pids
+    runner.close()
+    assert not any(alive(pid) for pid in pids)
+    assert not [t for t in threading.enumerate() if t.name.endswith("-warm-up")]
+
+
+class Interrupting(Watched):
+    """Interrupted (as by Ctrl-C) during its second search trial, once its spares are up."""
+
+    made = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        Interrupting.made.append(self)
+
+    def run(self, candidate, incumbent=None):
+        if len(self.spares_at_run) == 1:
+            wait_ready(self, 2)
+            self.pids = [*self.spare_pids, self.worker_pid]
+            raise shutdown.Interrupted(signal.SIGINT)
+        return super().run(candidate, incumbent)
+
+
+def test_a_tune_interrupted_in_its_search_leaves_no_spare(tmp_path, monkeypatch):
+    monkeypatch.setattr(tuner, "make_runner", lambda settings: Interrupting(timeout=60))
+    with pytest.raises(shutdown.Interrupted):
+        tuner.tune(FAULTY_CPU_OP, {"n": 1 << 12}, space=None, strategy="grid", trials=2, retime=2,
+                   storage=f"sqlite:///{tmp_path / 'db.sqlite'}", progress=False)
+    (runner,) = Interrupting.made
+    assert len(runner.pids) == 3 and not any(alive(pid) for pid in runner.pids)
+
+
+SCRIPT = textwrap.dedent("""
+    import sys, time
+    from tilesearch import shutdown, tuner
+    from tilesearch.space import Categorical, Space
+    from tilesearch.testing.cpu import SLEEPY_CPU_OP, CpuRunner
+
+    storage, when, sleep_ms = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+    class Telling(CpuRunner):
+        \"\"\"Prints the PIDs of its processes once its spares are ready (search) or one is taken (re-time).\"\"\"
+
+        def run(self, candidate, incumbent=None):
+            while when == "search" and sum(s.ready for s in self._spares) < 2:
+                time.sleep(0.05)
+            if when == "search":
+                print(*self.spare_pids, self.worker_pid, flush=True)
+            return super().run(candidate, incumbent)
+
+        def _take_fresh(self):
+            worker = super()._take_fresh()
+            if when == "retime":
+                print(worker.pid, *self.spare_pids, self.worker_pid, flush=True)
+            return worker
+
+    shutdown.install()
+    tuner.make_runner = lambda settings: Telling(timeout=60)
+    space = Space([Categorical("sleep_ms", (sleep_ms,)), Categorical("copy", ("a",))])
+    try:
+        tuner.tune(SLEEPY_CPU_OP, {"n": 1024}, space=space, strategy="grid", trials=1, retime=1,
+                   storage=storage, progress=False)
+    except shutdown.Interrupted:
+        sys.exit(shutdown.exit_code())
+""")
+
+
+@pytest.mark.parametrize("signum, when, sleep_ms", [(signal.SIGINT, "search", 10000), (signal.SIGTERM, "search", 10000),
+                                                    (signal.SIGINT, "retime", 500)])
+def test_a_signal_stops_every_spare(tmp_path, signum, when, sleep_ms):
+    """In the search (a trial of 10 s kernels), or in the final re-time (0.5 s kernels: 8 s of its
+    rounds), once a spare has been taken from the pool."""
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, f"sqlite:///{tmp_path / 'db.sqlite'}", when, str(sleep_ms)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 3 and all(alive(pid) for pid in pids), proc.stderr.read()[-2000:] if proc.poll() else pids
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, err[-2000:]
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:  # reaped by init
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in pids)
+
+
+class InterruptedInRetime(CpuRunner):
+    """Interrupted (as by Ctrl-C) inside the call that times the re-time's first process. No real
+    signal: a pytest process where ``tilesearch.cli.main`` ran has tilesearch's handlers, which
+    remember a signal for good (tilesearch.shutdown), and would stop every later tune."""
+
+    def _take_fresh(self):
+        worker = super()._take_fresh()
+        self.taken = worker.pid
+
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        worker.call = interrupted
+        return worker
+
+
+def test_a_spare_taken_by_an_interrupted_retime_is_stopped_there(tmp_path):
+    """Once taken from the pool, close() no longer knows it: the re-time itself must stop it."""
+    runner = InterruptedInRetime(timeout=60)
+    with pytest.raises(KeyboardInterrupt):
+        tuner.tune(FAULTY_CPU_OP, {"n": 1 << 12}, space=SPACE, runner=runner, strategy="grid", trials=1, retime=1,
+                   storage=f"sqlite:///{tmp_path / 'db.sqlite'}", progress=False)
+    assert not alive(runner.taken)  # before close()
+    runner.close()
+
+
+def test_a_range_shares_one_runner_and_each_size_retimes_in_spares_of_its_own(tmp_path, monkeypatch):
+    """tune_range gives all its sizes one runner (tilesearch.range_tuner._Stages): each size's
+    final re-time runs in spares started for it, none of which measured a search trial."""
+    from tilesearch import range_tuner
+    from tilesearch.range_tuner import RangeSettings, tune_range
+    from tilesearch.tuner import TuneSettings
+
+    log, made = str(tmp_path / "calls.log"), []
+
+    def runner(settings):
+        made.append(Watched(timeout=60, log=log))
+        return made[-1]
+
+    monkeypatch.setattr(range_tuner, "make_runner", runner)
+    settings = TuneSettings(strategy="grid", trials=2, retime=2, progress=False,
+                            storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    result = tune_range(SLEEPY_CPU_OP, {"n": "1..4096"}, settings=settings, ranges=RangeSettings(sizes=3, heldout=0))
+    assert len(made) == 1 and len(result.studies) == 3
+    assert set(made[0].spares_at_run) == {2}  # each size's spares started before its search
+    seen = calls(log)
+    measured = {pid for what, pid in seen if what == "measure"}
+    retimed = [pid for what, pid in seen if what == "together"]
+    assert len(measured) == 1 and not measured & set(retimed)
+    assert len(retimed) == len(set(retimed)) >= 2 * 3  # each size's re-time in processes of its own
+    assert not any(alive(pid) for _, pid in seen)

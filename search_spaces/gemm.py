@@ -174,13 +174,18 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
             return f"split-K: workspace {ws / 2**20:.0f} MiB > L2 {target.l2_bytes / 2**20:.0f} MiB"
         return None
 
+    def one_row(c: Mapping[str, Any]) -> str | None:
+        if c["panel_size"] and math.ceil(m / c["block_m"]) == 1:
+            return "panel_size: one row of tiles, which every panel walks in the launch order of panel_size=0 (same kernel)"
+        return None
+
     def persistent(c: Mapping[str, Any]) -> str | None:
         tiles = tile_count(problem, c)
         if c.get("persistent", False) and tiles <= sms:
             return f"persistent: {tiles} tiles fit in one wave over {sms} SMs"
         return None
 
-    return checks + [alignment, split_k, persistent]
+    return checks + [alignment, split_k, one_row, persistent]
 
 
 def tma_rows(problem: Mapping[str, Any]) -> tuple[bool, bool]:

@@ -42,7 +42,7 @@ def test_swapped_tiles_and_deep_pipelines_are_offered_for_few_rows_only():
 def test_swapped_tile_constraints_say_why():
     decode = space_of(16, 4096, 4096)
     swapped = config(block_m=16, block_n=64, block_k=128, threads=128, warp_policy="full_row", swap_ab=True,
-                     num_stages=8)
+                     num_stages=8, panel_size=0)
     assert decode.why_invalid(swapped) is None
     assert decode.why_invalid({**swapped, "swap_ab": False}).startswith("block_m: 16 rows are fewer")
     assert decode.why_invalid({**swapped, "warp_policy": "square"}).startswith("swap_ab: the warp groups split")
@@ -51,6 +51,15 @@ def test_swapped_tile_constraints_say_why():
         "swap_ab: block_n 64 is not a multiple of the warp groups' MMA rows (128)"
     assert decode.why_invalid({**swapped, "threads": 256, "block_n": 128, "num_stages": 4}) is None
     assert decode.why_invalid({**swapped, "num_stages": 12}).startswith("shared memory")  # 12 x 20 KB
+
+
+def test_rasterization_panels_are_pruned_where_the_tiles_make_one_row():
+    decode = space_of(16, 4096, 4096)
+    swapped = config(block_m=16, block_n=64, block_k=128, threads=128, warp_policy="full_row", swap_ab=True,
+                     num_stages=8)
+    assert decode.why_invalid({**swapped, "panel_size": 0}) is None
+    assert decode.why_invalid({**swapped, "panel_size": 8}).startswith("panel_size: one row of tiles")
+    assert space_of(64, 4096, 4096).why_invalid({**swapped, "panel_size": 8}) is None  # 4 rows of 16
 
 
 def test_block_n_adds_the_widths_that_divide_n():

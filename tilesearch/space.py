@@ -220,6 +220,21 @@ class Space:
                         found.append(other)
         return found
 
+    def steps(self, config: Mapping[str, Any]) -> list[Config]:
+        """The valid configurations one step from ``config`` along an ordered knob (one whose
+        values are all numbers: the next smaller or larger value), in knob order."""
+        found = []
+        for name, values in zip(self._names, self._values):
+            if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+                continue
+            at = values.index(config[name])
+            for i in (at - 1, at + 1):
+                if 0 <= i < len(values):
+                    other = {**config, name: values[i]}
+                    if self.why_invalid(other) is None:
+                        found.append(other)
+        return found
+
     def distributions(self) -> dict[str, od.BaseDistribution]:
         """Optuna distributions, one per knob, keyed by knob name."""
         return {k.name: k.distribution() for k in self.knobs}

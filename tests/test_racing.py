@@ -161,3 +161,16 @@ def test_race_false_times_every_trial_in_full(tmp_path):
         result = tune(SLEEPY_CPU_OP, {"n": 1024}, runner=runner, strategy="grid", trials=3, retime=0,
                       storage=storage, progress=False)
     assert result.raced == 0 and all(r.runs == 5 for r in TuningDatabase(storage, result.study).records())
+
+
+def test_once_a_trial_raced_trials_are_ranked_by_their_ratio_not_their_latency():
+    """Regression: raced trials timed at the boost clock had the study's lowest latencies and
+    worse ratios, and ranked by latency they filled the final re-time (2048x14336x4096 on the
+    H100: it chose 0.906x torch.matmul where the other search found 0.961x)."""
+    from tilesearch.records import RunResult, Status, speeds
+
+    full = RunResult(Status.OK, latency_ms=0.351, speedup=0.961, tflops=685.0)
+    raced = RunResult(Status.OK, latency_ms=0.344, speedup=0.906, tflops=699.0, extra={"raced": True})
+    wrong = RunResult(Status.WRONG_RESULT, latency_ms=0.2)
+    assert speeds([full, raced, wrong]) == [0.961, 0.906, None]
+    assert speeds([full, RunResult(Status.OK, latency_ms=0.344, speedup=0.906, tflops=699.0)]) == [685.0, 699.0]

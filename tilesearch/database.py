@@ -47,6 +47,7 @@ from tilesearch.records import (
     has_result,
     is_correct,
     is_settled,
+    speeds,
 )
 from tilesearch.storage import rdb_storage
 from tilesearch.target import Target
@@ -301,11 +302,13 @@ class TuningDatabase:
 
     def best(self, n: int = 10) -> list[TrialRecord]:
         """The ``n`` fastest correct configurations: those of the final re-time first, in its
-        order (see :meth:`final`), then the others by their latency in the search."""
+        order (see :meth:`final`), then the others by their figures in the search
+        (:func:`~tilesearch.records.speeds`: the ratio to the baseline where every one has it)."""
         ok = [r for r in self.finished().values() if is_correct(r)]
         final = self.final()
         rank = {e.trial: i for i, e in enumerate(final.entries) if e.result.status == Status.OK} if final else {}
-        return sorted(ok, key=lambda r: (rank.get(r.number, len(rank)), r.latency_ms))[:n]
+        speed = dict(zip((r.number for r in ok), speeds(ok)))
+        return sorted(ok, key=lambda r: (rank.get(r.number, len(rank)), -speed[r.number], r.latency_ms))[:n]
 
     def final(self) -> Final | None:
         """The last final re-time (:mod:`tilesearch.runner.retime`), or ``None`` if there is none

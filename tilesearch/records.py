@@ -8,6 +8,7 @@ tuning loop.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -190,6 +191,36 @@ def is_settled(record: Any) -> bool:
 def is_correct(record: Any) -> bool:
     """Whether ``record`` is a result measured correct, with a latency: a candidate for the best."""
     return has_result(record) and _status(record) == Status.OK.value and record.latency_ms is not None
+
+
+def speeds(records: Sequence[Any]) -> list[float | None]:
+    """One figure per record by which the correct records of one problem are ranked, higher is
+    faster (``None`` for a record that is not correct, :func:`is_correct`): TFLOP/s (else
+    ``1 / latency_ms``), or the ratio to the baseline once any of them was raced and every one
+    has a ratio.
+
+    A search trial raced after a short look (:mod:`tilesearch.runner.measure`) is often timed at
+    the boost clock the GPU holds for its first tens of milliseconds of load, so its latency does
+    not compare with a trial timed for 200 ms and more; its ratio does, since the baseline ran in
+    the same rounds and the clock cancels in it. On the H100 raced trials of a 2048x14336x4096
+    GEMM had the study's lowest latencies (0.344 ms against 0.351 ms) and ratios 5% worse, and
+    ranked by latency they filled the final re-time, which then chose a kernel at 0.906x
+    torch.matmul where the other search of the shape found 0.961x. Without raced records the
+    latency stays the figure: the replay datasets' baselines add their own noise to a ratio, and
+    ``xgb`` learning ratios instead of TFLOP/s needed up to 18 trials to 97% of a dataset's best
+    where it needs 10."""
+    correct = [r for r in records if is_correct(r)]
+    raced = any((getattr(r, "attrs", None) or getattr(r, "extra", None) or {}).get("raced") for r in correct)
+    ratios = raced and all(getattr(r, "speedup", None) for r in correct)
+    out: list[float | None] = []
+    for r in records:
+        if not is_correct(r):
+            out.append(None)
+        elif ratios:
+            out.append(r.speedup)
+        else:
+            out.append(r.tflops if getattr(r, "tflops", None) else 1.0 / r.latency_ms)
+    return out
 
 
 @dataclass(frozen=True)

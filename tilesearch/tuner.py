@@ -91,7 +91,10 @@ class TuneSettings:
             more or less, the next tile size...), the most promising by the op's estimate first,
             once every search result is in: so that the final re-time compares the best with its
             nearest rivals. Two 64-trial searches of one shape had ended on kernels one pipeline
-            stage apart, each never having tried the other, 0.5% apart; 0 turns it off.
+            stage apart, each never having tried the other, 0.5% apart. Off (0) by default: the
+            one H100 round with it on (3d8bfea) was confounded by the search ranking raced
+            trials by latency (fixed since, :func:`tilesearch.records.speeds`) and showed no
+            gain; a strategy that ends the search itself gets no polish.
         race: stop timing a search trial once its 95% interval lies clearly below the best
             trial's so far (:mod:`tilesearch.runner.measure`, "Racing"); ``False`` times every
             trial to +-1%. The final re-time never races.
@@ -117,7 +120,7 @@ class TuneSettings:
     heartbeat: int = 10
     retime: int = 5
     retime_processes: int = 2
-    polish: int = 4
+    polish: int = 0
     race: bool = True
     verbose: bool = False
 
@@ -423,7 +426,7 @@ class _Loop:
                         if self._others_in_flight():
                             time.sleep(self.poll_s)
                             continue
-                        if not self.polishing and self.polish and self.launched < self.budget:
+                        if not self.polishing and self.polish and not exhausted and self.launched < self.budget:
                             self._start_polish()
                             continue
                         if exhausted and self.launched < self.budget:

@@ -58,22 +58,14 @@ def relevance(tflops: Sequence[float | None]) -> np.ndarray:
 
 
 def labels(records: Sequence[Any]) -> tuple[list[Any], list[float | None]]:
-    """The configurations of ``records`` (trial records or dataset rows) that have a result
-    (:func:`tilesearch.records.has_result`), and their TFLOP/s for :func:`relevance`: ``None``
-    for a failure, which ranks it last; a correct record without a TFLOP/s figure gets
-    ``1 / latency_ms``, which orders the same within its problem."""
-    from tilesearch.records import Status, has_result
+    """The configurations of ``records`` (trial records or dataset rows of one problem) that have
+    a result (:func:`tilesearch.records.has_result`), and the figure :func:`relevance` ranks them
+    by (:func:`tilesearch.records.speeds`: the ratio to the baseline where every correct one has
+    it, else TFLOP/s); ``None`` for a failure, which ranks it last."""
+    from tilesearch.records import has_result, speeds
 
-    configs, tflops = [], []
-    for r in records:
-        if not has_result(r):
-            continue
-        configs.append(r.config)
-        if r.status == Status.OK.value:
-            tflops.append(r.tflops if r.tflops else (1.0 / r.latency_ms if r.latency_ms else None))
-        else:
-            tflops.append(None)
-    return configs, tflops
+    results = [r for r in records if has_result(r)]
+    return [r.config for r in results], speeds(results)
 
 
 class XGBRanker:

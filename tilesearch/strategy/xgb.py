@@ -37,7 +37,7 @@ from tilesearch import dataset
 from tilesearch.cost_model import Featurizer, TrainingGroup, XGBRanker, XGBSettings, relevance
 from tilesearch.cost_model.xgb import labels
 from tilesearch.database import TrialRecord
-from tilesearch.records import has_result, is_correct
+from tilesearch.records import has_result, is_correct, speeds
 from tilesearch.space import Config, config_key
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
 from tilesearch.strategy.enumerated import candidate_key
@@ -247,7 +247,8 @@ class XGBStrategy(Strategy):
     def _pool(self, context: SearchContext, taken: set[str]) -> list[Config]:
         """This round's pool of a large space (see the module docstring)."""
         measured = [r for r in context.db.records() if is_correct(r)]
-        fastest = sorted(measured, key=lambda r: r.latency_ms)[:self.local]
+        speed = speeds(measured)  # by ratio once a trial raced (see records.speeds)
+        fastest = [r for _, _, r in sorted(zip((-s for s in speed), range(len(measured)), measured))][:self.local]
         centres = [r.config for r in fastest] + self._carried[:self.local]
         pool: dict[str, Config] = {}
         for config in self._carried + [n for c in centres for n in context.space.neighbours(c)]:

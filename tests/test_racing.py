@@ -169,8 +169,8 @@ def test_once_a_trial_raced_trials_are_ranked_by_their_ratio_not_their_latency()
     H100: it chose 0.906x torch.matmul where the other search found 0.961x)."""
     from tilesearch.records import RunResult, Status, speeds
 
-    full = RunResult(Status.OK, latency_ms=0.351, speedup=0.961, tflops=685.0)
-    raced = RunResult(Status.OK, latency_ms=0.344, speedup=0.906, tflops=699.0, extra={"raced": True})
+    full = RunResult(Status.OK, latency_ms=0.364, speedup=0.951, tflops=661.0)
+    raced = RunResult(Status.OK, latency_ms=0.344, speedup=0.893, tflops=699.0, extra={"raced": True})
     wrong = RunResult(Status.WRONG_RESULT, latency_ms=0.2)
-    assert speeds([full, raced, wrong]) == [0.961, 0.906, None]
-    assert speeds([full, RunResult(Status.OK, latency_ms=0.344, speedup=0.906, tflops=699.0)]) == [685.0, 699.0]
+    assert speeds([full, raced, wrong]) == [0.951, 0.893, None]
+    assert speeds([full, RunResult(Status.OK, latency_ms=0.344, speedup=0.893, tflops=699.0)]) == [661.0, 699.0]

@@ -340,6 +340,9 @@ class GemmOp(Operator):
     def estimate(self, problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> float:
         return gemm_model.estimate(problem, config, target)
 
+    def rivals(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> list[Config]:
+        return gemm_model.rivals(config)
+
     def hints(self, problem: Problem, space: Space, target: Target, *, kind: str, n: int) -> list[Config]:
         if kind != "carver":
             return super().hints(problem, space, target, kind=kind, n=n)

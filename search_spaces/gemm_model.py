@@ -1,6 +1,7 @@
 """What GEMM knows about its own performance: analytic cost-model features, the roofline prior
-and Carver's recommendations, which :class:`~search_spaces.gemm.GemmOp` offers through the
-operator hooks (:meth:`~tilesearch.op.Operator.features`, ``estimate`` and ``hints``).
+Carver's recommendations and a configuration's rivals, which :class:`~search_spaces.gemm.GemmOp`
+offers through the operator hooks (:meth:`~tilesearch.op.Operator.features`, ``estimate``,
+``hints`` and ``rivals``).
 
 The features describe how the tiles fill the GPU (tiles, waves over the SM count, last-wave
 occupancy, shared memory and blocks per SM), how much data a tile reuses (arithmetic intensity),
@@ -257,3 +258,27 @@ def carver_hints(problem: Problem, space: Space, target: Target, n: int = 8) -> 
 def _distance(config: Mapping[str, Any], tile: int) -> tuple:
     wanted = {**CARVER_DEFAULTS, "threads": 256 if tile >= 128 * 128 else 128}
     return tuple(config.get(k) != v for k, v in wanted.items())
+
+
+FLIPPED_POLICY = {"full_row": "full_col", "full_col": "full_row"}
+
+
+def rivals(config: Mapping[str, Any]) -> list[Config]:
+    """The same tile by two other routes, each several knobs from ``config``: the K step twice as
+    wide and half as many stages deep (or half and twice), which keeps the bytes in flight; and
+    the tile transposed (block_m and block_n exchanged, the warps' split with them). On the
+    H100 two 64-trial searches of 16x4096x4096 settled on 64-wide K steps 12 deep and 128-wide
+    6 deep, 0.8% apart; of 4096^3 on 128x256 and 256x128 tiles, 0.6% apart; neither had
+    measured the other's kernel, and one-knob steps do not reach it."""
+    c = dict(config)
+    found = []
+    stages, bk = c["num_stages"], c["block_k"]
+    if stages % 2 == 0:
+        found.append({**c, "block_k": bk * 2, "num_stages": stages // 2})
+    found.append({**c, "block_k": bk // 2, "num_stages": stages * 2})
+    if not c.get("swap_ab", False) and c["block_m"] != c["block_n"]:
+        flipped = {**c, "block_m": c["block_n"], "block_n": c["block_m"]}
+        found.append(flipped)
+        if c.get("warp_policy") in FLIPPED_POLICY:
+            found.append({**flipped, "warp_policy": FLIPPED_POLICY[c["warp_policy"]]})
+    return found

@@ -1,6 +1,6 @@
 """The polish at the end of a search: the last trials of the budget measure the best
-configuration's untried neighbours one step along an ordered knob, once every search result is
-in (``TuneSettings.polish``)."""
+configuration's untried rivals (the op's) and neighbours one step along an ordered knob, once
+every search result is in (``TuneSettings.polish``)."""
 
 import warnings
 
@@ -36,8 +36,8 @@ def test_the_last_trials_are_the_searched_best_s_untried_steps():
     searched = calls[:21]
     best = min((c for c in searched if gemm_latency(problem.to_dict(), c, TARGET) is not None),
                key=lambda c: gemm_latency(problem.to_dict(), c, TARGET))
-    steps = [config_key(c) for c in space.steps(best)]
-    assert all(config_key(c) in steps for c in calls[21:])
+    near = [config_key(c) for c in space.steps(best) + registry.load("gemm").rivals(problem.to_dict(), best)]
+    assert all(config_key(c) in near for c in calls[21:])
     assert result.measured_now == 24
 
 
@@ -57,3 +57,31 @@ def test_steps_move_one_value_along_the_ordered_knobs_only():
 def test_polish_must_not_be_negative():
     with pytest.raises(SettingsError, match="polish must not be negative"):
         TuneSettings(polish=-1)
+
+
+def test_gemm_rivals_keep_the_bytes_in_flight_or_transpose_the_tile():
+    op = registry.load("gemm")
+    problem = op.problem(m=4096, n=4096, k=4096, dtype="bfloat16", layout="nt")
+    space = op.space(problem, TARGET)
+    best = next(c for c in space.enumerate() if c["block_m"] == 128 and c["block_n"] == 256 and c["block_k"] == 64
+                and c["num_stages"] == 4 and c["warp_policy"] == "full_row" and not c["persistent"])
+    rivals = [c for c in op.rivals(problem.to_dict(), best) if space.is_valid(c)]
+    moved = [{k for k in c if c[k] != best[k]} for c in rivals]
+    assert {"block_k", "num_stages"} in moved and {"block_m", "block_n"} in moved
+    for c in rivals:
+        if "num_stages" in {k for k in c if c[k] != best[k]}:
+            assert c["block_k"] * c["num_stages"] == best["block_k"] * best["num_stages"]
+        else:
+            assert (c["block_m"], c["block_n"]) == (best["block_n"], best["block_m"])
+
+
+def test_the_polish_measures_the_best_s_rivals_first():
+    space, calls, problem, _ = _tune(24, 3)
+    op = registry.load("gemm")
+    best = min((c for c in calls[:21] if gemm_latency(problem.to_dict(), c, TARGET) is not None),
+               key=lambda c: gemm_latency(problem.to_dict(), c, TARGET))
+    seen = {config_key(c) for c in calls[:21]}
+    rivals = [config_key(c) for c in op.rivals(problem.to_dict(), best) if space.is_valid(c) and config_key(c) not in seen]
+    polished = [config_key(c) for c in calls[21:]]
+    assert rivals, "the test needs a best with an untried rival"
+    assert polished[:len(rivals)] == rivals[:3]

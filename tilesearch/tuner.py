@@ -38,7 +38,7 @@ from tilesearch.records import BuildResult, Candidate, Final, Incumbent, Status
 from tilesearch.runner import MeasureSettings, Runner
 from tilesearch.runner import create as create_runner
 from tilesearch.runner.retime import final_retime
-from tilesearch.space import Space
+from tilesearch.space import Space, config_key
 from tilesearch.strategy import RandomStrategy, SearchContext, Strategy, create
 from tilesearch.strategy.hints import Hinted
 from tilesearch.target import Target
@@ -87,14 +87,15 @@ class TuneSettings:
             their rounds pooled; more (up to 4) while they disagree on the best. One process's
             figures of a short kernel are off by up to 1% (:mod:`tilesearch.runner.pool`).
         polish: the last trials of the budget (at most this many, and an eighth of it) measure
-            the best configuration's untried neighbours one step along an ordered knob (a stage
-            more or less, the next tile size...), the most promising by the op's estimate first,
-            once every search result is in: so that the final re-time compares the best with its
-            nearest rivals. Two 64-trial searches of one shape had ended on kernels one pipeline
-            stage apart, each never having tried the other, 0.5% apart. Off (0) by default: the
-            one H100 round with it on (3d8bfea) was confounded by the search ranking raced
-            trials by latency (fixed since, :func:`tilesearch.records.speeds`) and showed no
-            gain; a strategy that ends the search itself gets no polish.
+            the best configuration's untried rivals (the same work by another route, as the op
+            knows them: :meth:`~tilesearch.op.Operator.rivals`), then its neighbours one step
+            along an ordered knob (a stage more or less, the next tile size...), the most
+            promising by the op's estimate first, once every search result is in: so that the
+            final re-time compares the best with its nearest rivals. Two 64-trial searches of
+            one shape had ended on kernels 0.5-0.8% apart that each had never tried (7 and 6
+            stages; 64-wide K steps 12 deep and 128-wide 6 deep; 128x256 and 256x128 tiles),
+            so their final ratios' intervals did not overlap. 0 turns it off; a strategy that
+            ends the search itself gets none.
         race: stop timing a search trial once its 95% interval lies clearly below the best
             trial's so far (:mod:`tilesearch.runner.measure`, "Racing"); ``False`` times every
             trial to +-1%. The final re-time never races.
@@ -120,7 +121,7 @@ class TuneSettings:
     heartbeat: int = 10
     retime: int = 5
     retime_processes: int = 2
-    polish: int = 0
+    polish: int = 6
     race: bool = True
     verbose: bool = False
 
@@ -478,13 +479,22 @@ class _Loop:
 
     def _start_polish(self) -> None:
         """Every search result is in: the rest of the budget goes to the best configuration's
-        untried step neighbours (:meth:`~tilesearch.space.Space.steps`), by the op's estimate."""
+        untried rivals (:meth:`~tilesearch.op.Operator.rivals`), then its untried step
+        neighbours (:meth:`~tilesearch.space.Space.steps`) by the op's estimate."""
         self.polishing = True
         best = self.db.best(1)
-        untried = [c for c in self.space.steps(best[0].config) if self._taken(c) is None] if best else []
+        if not best:
+            return
+        problem, config = self.problem.to_dict(), best[0].config
+        steps = self.space.steps(config)
+        steps.sort(key=lambda c: -self.context.op.estimate(problem, c, self.target))  # stable: knob order on ties
+        rivals = [c for c in self.context.op.rivals(problem, config) if self.space.why_invalid(c) is None]
+        untried, seen = [], set()
+        for c in rivals + steps:
+            if config_key(c) not in seen and self._taken(c) is None:
+                seen.add(config_key(c))
+                untried.append(c)
         if untried:  # else the search goes on with the rest of the budget
-            problem = self.problem.to_dict()
-            untried.sort(key=lambda c: -self.context.op.estimate(problem, c, self.target))  # stable: knob order on ties
             self.search = _Polish(untried, self.search)
 
     def _launch(self, proposal: Any) -> None:

@@ -47,11 +47,12 @@ def test_without_polish_the_strategy_takes_the_whole_budget():
     assert without[:21] == with_polish[:21] and without[21:] != with_polish[21:]
 
 
-def test_steps_move_one_value_along_the_ordered_knobs_only():
-    space = Space([IntRange("stages", 1, 4), Categorical("policy", ("a", "b")), Categorical("width", (64, 96, 128))],
+def test_steps_move_one_value_along_ordered_knobs_and_to_any_value_of_the_others():
+    space = Space([IntRange("stages", 1, 4), Categorical("policy", ("a", "b", "c")), Categorical("width", (64, 96, 128))],
                   [lambda c: "no" if c["stages"] == 1 and c["width"] == 64 else None])
     got = space.steps({"stages": 2, "policy": "a", "width": 64})
-    assert got == [{"stages": 3, "policy": "a", "width": 64}, {"stages": 2, "policy": "a", "width": 96}]
+    assert got == [{"stages": 3, "policy": "a", "width": 64}, {"stages": 2, "policy": "b", "width": 64},
+                   {"stages": 2, "policy": "c", "width": 64}, {"stages": 2, "policy": "a", "width": 96}]
 
 
 def test_polish_must_not_be_negative():
@@ -85,3 +86,43 @@ def test_the_polish_measures_the_best_s_rivals_first():
     polished = [config_key(c) for c in calls[21:]]
     assert rivals, "the test needs a best with an untried rival"
     assert polished[:len(rivals)] == rivals[:3]
+
+
+def test_the_strategy_s_model_orders_the_polish_s_steps():
+    from tilesearch.strategy import RandomStrategy
+
+    class Ranked(RandomStrategy):
+        def rank(self, context, configs):
+            return [float(c["num_stages"]) for c in configs]  # the most stages first
+
+    op = registry.load("gemm")
+    problem = op.problem(m=1024, n=1024, k=1024, dtype="float16")
+    runner = SyntheticRunner(lambda c: gemm_latency(problem.to_dict(), c, TARGET), target=TARGET)
+    builder = NullBuilder()
+    builder.workers = 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tune("gemm", problem, strategy=Ranked(0), runner=runner, builder=builder, storage=":memory:", trials=48,
+             polish=6, progress=False, retime=0)
+    calls = [c.config for c in runner.calls]
+    best = min((c for c in calls[:42] if gemm_latency(problem.to_dict(), c, TARGET) is not None),
+               key=lambda c: gemm_latency(problem.to_dict(), c, TARGET))
+    rivals = {config_key(c) for c in op.rivals(problem.to_dict(), best)}
+    stepped = [config_key(c) for c in calls[42:] if config_key(c) not in rivals]
+    searched = {config_key(c) for c in calls[:42]}
+    untried = [c for c in op.space(problem, TARGET).steps(best) if config_key(c) not in searched | rivals]
+    expected = sorted(untried, key=lambda c: -c["num_stages"])  # stable: knob order on ties
+    assert len({c["num_stages"] for c in untried}) > 1, "the test needs steps the rank tells apart"
+    assert stepped and stepped == [config_key(c) for c in expected][:len(stepped)]
+
+
+def test_a_grid_gets_no_polish():
+    op = registry.load("gemm")
+    problem = op.problem(m=1024, n=1024, k=1024, dtype="float16")
+    runner = SyntheticRunner(lambda c: gemm_latency(problem.to_dict(), c, TARGET), target=TARGET)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tune("gemm", problem, strategy="grid", runner=runner, builder=NullBuilder(), storage=":memory:", trials=24,
+             polish=3, progress=False, retime=0)
+    grid = list(op.space(problem, TARGET).enumerate())[:24]
+    assert [config_key(c.config) for c in runner.calls] == [config_key(c) for c in grid]

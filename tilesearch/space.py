@@ -221,18 +221,20 @@ class Space:
         return found
 
     def steps(self, config: Mapping[str, Any]) -> list[Config]:
-        """The valid configurations one step from ``config`` along an ordered knob (one whose
-        values are all numbers: the next smaller or larger value), in knob order."""
+        """The valid configurations one step from ``config``, in knob order: along an ordered
+        knob (one whose values are all numbers) the next smaller or larger value, along any
+        other knob every other value (a categorical knob's values have no order to step in)."""
         found = []
         for name, values in zip(self._names, self._values):
-            if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-                continue
             at = values.index(config[name])
-            for i in (at - 1, at + 1):
-                if 0 <= i < len(values):
-                    other = {**config, name: values[i]}
-                    if self.why_invalid(other) is None:
-                        found.append(other)
+            if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+                near = [i for i in (at - 1, at + 1) if 0 <= i < len(values)]
+            else:
+                near = [i for i in range(len(values)) if i != at]
+            for i in near:
+                other = {**config, name: values[i]}
+                if self.why_invalid(other) is None:
+                    found.append(other)
         return found
 
     def distributions(self) -> dict[str, od.BaseDistribution]:

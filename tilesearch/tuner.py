@@ -88,14 +88,15 @@ class TuneSettings:
             figures of a short kernel are off by up to 1% (:mod:`tilesearch.runner.pool`).
         polish: the last trials of the budget (at most this many, and an eighth of it) measure
             the best configuration's untried rivals (the same work by another route, as the op
-            knows them: :meth:`~tilesearch.op.Operator.rivals`), then its neighbours one step
-            along an ordered knob (a stage more or less, the next tile size...), the most
-            promising by the op's estimate first, once every search result is in: so that the
+            knows them: :meth:`~tilesearch.op.Operator.rivals`), then its neighbours one step away
+            (a stage more or less, the next tile size, the other epilogue...), the most
+            promising first by the strategy's model (``xgb``'s) or else the op's estimate, once
+            every search result is in: so that the
             final re-time compares the best with its nearest rivals. Two 64-trial searches of
             one shape had ended on kernels 0.5-0.8% apart that each had never tried (7 and 6
             stages; 64-wide K steps 12 deep and 128-wide 6 deep; 128x256 and 256x128 tiles),
             so their final ratios' intervals did not overlap. 0 turns it off; a strategy that
-            ends the search itself gets none.
+            ends the search itself, or enumerates (grid), gets none.
         race: stop timing a search trial once its 95% interval lies clearly below the best
             trial's so far (:mod:`tilesearch.runner.measure`, "Racing"); ``False`` times every
             trial to +-1%. The final re-time never races.
@@ -377,7 +378,8 @@ class _Loop:
         self.fallback = RandomStrategy(settings.seed)
         self.trials = settings.trials
         self.budget = max(0, settings.trials - db.evaluated())
-        self.polish = min(settings.polish, self.budget // 8)  # trials kept for the polish (see TuneSettings)
+        # trials kept for the polish (see TuneSettings)
+        self.polish = min(settings.polish, self.budget // 8) if getattr(search, "polished", True) else 0
         self.polishing = False
         self.claims = Claims(db)
         self.heartbeat = Heartbeat(db.storage)
@@ -479,15 +481,20 @@ class _Loop:
 
     def _start_polish(self) -> None:
         """Every search result is in: the rest of the budget goes to the best configuration's
-        untried rivals (:meth:`~tilesearch.op.Operator.rivals`), then its untried step
-        neighbours (:meth:`~tilesearch.space.Space.steps`) by the op's estimate."""
+        untried rivals (:meth:`~tilesearch.op.Operator.rivals`), then its untried one-step
+        neighbours (:meth:`~tilesearch.space.Space.steps`), the most promising first by the
+        strategy's model (:meth:`~tilesearch.strategy.Strategy.rank`), else by the op's estimate."""
         self.polishing = True
         best = self.db.best(1)
         if not best:
             return
         problem, config = self.problem.to_dict(), best[0].config
-        steps = self.space.steps(config)
-        steps.sort(key=lambda c: -self.context.op.estimate(problem, c, self.target))  # stable: knob order on ties
+        steps = [c for c in self.space.steps(config) if self._taken(c) is None]
+        scores = self.search.rank(self.context, steps) if steps else None  # the strategy's model, if it has one
+        if scores is None:
+            scores = [self.context.op.estimate(problem, c, self.target) for c in steps]
+        order = sorted(range(len(steps)), key=lambda i: -scores[i])  # stable: knob order on ties
+        steps = [steps[i] for i in order]
         rivals = [c for c in self.context.op.rivals(problem, config) if self.space.why_invalid(c) is None]
         untried, seen = [], set()
         for c in rivals + steps:

@@ -11,7 +11,7 @@ strategy has nothing left to try.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,9 @@ class Strategy(abc.ABC):
     """Base class of search strategies (plain objects; see :func:`tilesearch.strategy.create`)."""
 
     name: str = "strategy"
+    polished: bool = True
+    """Whether ``tune``'s polish may take the end of the budget (``TuneSettings.polish``): not
+    for an enumeration (a grid, a listed set), whose budget is its list."""
 
     def sampler(self) -> optuna.samplers.BaseSampler | None:
         """The Optuna sampler the study is opened with; ``None`` keeps Optuna's default."""
@@ -67,6 +70,11 @@ class Strategy(abc.ABC):
     @abc.abstractmethod
     def propose(self, context: SearchContext, n: int) -> list[Proposal]:
         """Up to ``n`` configurations to try next; an empty list ends the search."""
+
+    def rank(self, context: SearchContext, configs: Sequence[Config]) -> list[float] | None:
+        """How promising each of ``configs`` is by what the strategy has learnt, higher first
+        (the polish's order); ``None``: it has no model, and the op's estimate decides."""
+        return None
 
     def describe(self) -> Mapping[str, Any]:
         return {"name": self.name}

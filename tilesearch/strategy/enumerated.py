@@ -18,6 +18,7 @@ class GridStrategy(Strategy):
     """Every valid configuration in enumeration order (the last knob varies fastest)."""
 
     name = "grid"
+    polished = False
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -43,6 +44,7 @@ class RandomStrategy(GridStrategy):
     """Valid configurations in a random order fixed by ``seed`` (sampling without replacement)."""
 
     name = "random"
+    polished = True  # a search, in a random order
 
     def order(self, context: SearchContext) -> list[dict]:
         configs = list(context.space.enumerate())

@@ -72,6 +72,7 @@ class Hinted(Strategy):
     def __init__(self, inner: Strategy | None, kind: str | Sequence[Config] = "carver", n: int = 8) -> None:
         self.inner, self.kind, self.n = inner, kind, n
         self.name = inner.name if inner is not None else "hints"
+        self.polished = inner.polished if inner is not None else False
         self.hints: list[Config] | None = None
 
     def sampler(self) -> optuna.samplers.BaseSampler | None:
@@ -88,6 +89,9 @@ class Hinted(Strategy):
         if len(first) >= n or self.inner is None:
             return first
         return first + self.inner.propose(context, n - len(first))
+
+    def rank(self, context: SearchContext, configs: Sequence[Config]) -> list[float] | None:
+        return self.inner.rank(context, configs) if self.inner is not None else None
 
     def describe(self) -> dict[str, Any]:
         inner = self.inner.describe() if self.inner is not None else {"name": self.name}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
 
+from tilesearch.space import Config
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
 
 
@@ -23,6 +24,7 @@ class Until(Strategy):
         self.inner = inner
         self.stop = stop
         self.name = inner.name
+        self.polished = inner.polished
         self.stopped = False
 
     def sampler(self) -> optuna.samplers.BaseSampler | None:
@@ -33,6 +35,9 @@ class Until(Strategy):
             self.stopped = True
             return []
         return self.inner.propose(context, n)
+
+    def rank(self, context: SearchContext, configs: Sequence[Config]) -> list[float] | None:
+        return self.inner.rank(context, configs)
 
     def describe(self) -> Mapping[str, Any]:
         return self.inner.describe()

@@ -350,6 +350,17 @@ class XGBStrategy(Strategy):
         self._carry(configs, score, chosen)
         return [Proposal(configs[i]) for i in chosen]
 
+    def rank(self, context: SearchContext, configs: Sequence[Config]) -> list[float] | None:
+        """The model's scores of ``configs`` (trained on every result in), or ``None`` before it has one."""
+        if not self._ready or not configs:
+            return None
+        self._train(context, context.db.records())
+        if self.model is None:
+            return None
+        problem = context.problem.to_dict()
+        x = self.featurizer.matrix(problem, list(configs), context.target)
+        return [float(s) for s in self.model.predict(x, self._margin(problem, list(configs), context.target))]
+
     def _carry(self, configs: list[Config], score: np.ndarray, chosen: list[int]) -> None:
         """Keeps a pooled round's ``keep`` best-scored candidates not chosen for the next round."""
         if self._pooled:

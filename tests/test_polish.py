@@ -16,7 +16,7 @@ from tilesearch.tuner import SettingsError, TuneSettings
 TARGET = Target.from_arch("sm_90a", gpu="synthetic")
 
 
-def _tune(trials, polish, seed=0):
+def _tune(trials, polish, seed=0, strategy="random"):
     op = registry.load("gemm")
     problem = op.problem(m=1024, n=1024, k=1024, dtype="float16")
     runner = SyntheticRunner(lambda c: gemm_latency(problem.to_dict(), c, TARGET), target=TARGET)
@@ -24,7 +24,7 @@ def _tune(trials, polish, seed=0):
     builder.workers = 3
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune("gemm", problem, strategy="random", runner=runner, builder=builder, storage=":memory:",
+        result = tune("gemm", problem, strategy=strategy, runner=runner, builder=builder, storage=":memory:",
                       trials=trials, seed=seed, polish=polish, progress=False, retime=0)
     space = op.space(problem, TARGET)
     return space, [c.config for c in runner.calls], problem, result
@@ -95,34 +95,19 @@ def test_the_strategy_s_model_orders_the_polish_s_steps():
         def rank(self, context, configs):
             return [float(c["num_stages"]) for c in configs]  # the most stages first
 
+    space, calls, problem, _ = _tune(48, 6, strategy=Ranked(0))
     op = registry.load("gemm")
-    problem = op.problem(m=1024, n=1024, k=1024, dtype="float16")
-    runner = SyntheticRunner(lambda c: gemm_latency(problem.to_dict(), c, TARGET), target=TARGET)
-    builder = NullBuilder()
-    builder.workers = 3
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        tune("gemm", problem, strategy=Ranked(0), runner=runner, builder=builder, storage=":memory:", trials=48,
-             polish=6, progress=False, retime=0)
-    calls = [c.config for c in runner.calls]
     best = min((c for c in calls[:42] if gemm_latency(problem.to_dict(), c, TARGET) is not None),
                key=lambda c: gemm_latency(problem.to_dict(), c, TARGET))
     rivals = {config_key(c) for c in op.rivals(problem.to_dict(), best)}
     stepped = [config_key(c) for c in calls[42:] if config_key(c) not in rivals]
     searched = {config_key(c) for c in calls[:42]}
-    untried = [c for c in op.space(problem, TARGET).steps(best) if config_key(c) not in searched | rivals]
+    untried = [c for c in space.steps(best) if config_key(c) not in searched | rivals]
     expected = sorted(untried, key=lambda c: -c["num_stages"])  # stable: knob order on ties
     assert len({c["num_stages"] for c in untried}) > 1, "the test needs steps the rank tells apart"
     assert stepped and stepped == [config_key(c) for c in expected][:len(stepped)]
 
 
 def test_a_grid_gets_no_polish():
-    op = registry.load("gemm")
-    problem = op.problem(m=1024, n=1024, k=1024, dtype="float16")
-    runner = SyntheticRunner(lambda c: gemm_latency(problem.to_dict(), c, TARGET), target=TARGET)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        tune("gemm", problem, strategy="grid", runner=runner, builder=NullBuilder(), storage=":memory:", trials=24,
-             polish=3, progress=False, retime=0)
-    grid = list(op.space(problem, TARGET).enumerate())[:24]
-    assert [config_key(c.config) for c in runner.calls] == [config_key(c) for c in grid]
+    space, calls, _, _ = _tune(24, 3, strategy="grid")
+    assert [config_key(c) for c in calls] == [config_key(c) for c in list(space.enumerate())[:24]]

@@ -5,6 +5,7 @@ import pytest
 
 from tilesearch.builder import LocalBuilder
 from tilesearch.database import TuningDatabase
+from tilesearch.records import speeds
 from tilesearch.runner import LocalRunner
 from tilesearch.space import Categorical, Space
 from tilesearch.target import Target
@@ -27,9 +28,12 @@ def check_run(result, storage):
         assert r.status == EXPECTED_STATUS[r.config["fault"]], (r.config, r.status, r.error)
     assert result.best and all(b.config["fault"] == "none" for b in result.best)
     # the best is the final re-time's fastest (the search's figures of equally fast kernels may
-    # rank them otherwise: on the CPU, spare workers starting in the background jostle them)
-    fastest = result.final.chosen.trial if result.final else min(
-        (r for r in records if r.status == "ok"), key=lambda r: r.latency_ms).number
+    # rank them otherwise: on the CPU, spare workers starting in the background jostle them); a
+    # final whose every entry failed (on the H100 under ten test processes, its fresh worker timed
+    # out) leaves the search's order (records.speeds), as TuningDatabase.best says
+    chosen = result.final.chosen if result.final else None
+    ok = [r for r in records if r.status == "ok"]
+    fastest = chosen.trial if chosen else max(zip(speeds(ok), ok), key=lambda t: t[0])[1].number
     assert result.best[0].number == fastest
     return records
 

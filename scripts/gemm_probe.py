@@ -121,6 +121,18 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def pair(op: Any, problem: Any, config: dict[str, Any], target: Any) -> tuple[Any, Any]:
+    """``torch.matmul`` and the built configuration as two calls on the same random inputs."""
+    import torch
+
+    kernel = op.build(problem, config, target)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(0)
+    inputs = op.make_inputs(problem, torch.device("cuda"), gen)
+    outputs = op.make_outputs(problem, torch.device("cuda"))
+    return op.baseline(problem, inputs), lambda: kernel(*inputs, *outputs)
+
+
 def kernels(op: Any, target: Any, report: dict[str, Any]) -> dict[str, Any]:
     """The kernels ``torch.matmul`` and the fastest configuration launch at each shape, from
     PyTorch's profiler (names, grids, device times), each call after an L2 flush."""
@@ -134,14 +146,7 @@ def kernels(op: Any, target: Any, report: dict[str, Any]) -> dict[str, Any]:
     for name, entry in report.items():
         if not entry["rows"]:
             continue
-        problem = op.problem(**entry["problem"])
-        kernel = op.build(problem, entry["rows"][0]["config"], target)
-        gen = torch.Generator(device="cuda")
-        gen.manual_seed(0)
-        inputs = op.make_inputs(problem, torch.device("cuda"), gen)
-        outputs = op.make_outputs(problem, torch.device("cuda"))
-        base = op.baseline(problem, inputs)
-        ours = lambda kernel=kernel, inputs=inputs, outputs=outputs: kernel(*inputs, *outputs)  # noqa: E731
+        base, ours = pair(op, op.problem(**entry["problem"]), entry["rows"][0]["config"], target)
         for fn in (base, ours):
             for _ in range(3):
                 fn()

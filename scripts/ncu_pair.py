@@ -36,6 +36,7 @@ METRICS = {  # ncu's "Metric Name" -> column
 
 def profile(path: str, keys: set[str] | None) -> None:
     import torch
+    from gemm_probe import pair  # scripts/, the first entry of sys.path when run as a script
 
     from tilesearch import registry
     from tilesearch.target import detect
@@ -47,14 +48,7 @@ def profile(path: str, keys: set[str] | None) -> None:
         if keys and entry["key"] not in keys:
             continue
         ours = next(e for e in entry["retime"]["entries"] if e["kind"] == "tilesearch")
-        problem = op.problem(**entry["problem"])
-        kernel = op.build(problem, ours["config"], target)
-        gen = torch.Generator(device="cuda")
-        gen.manual_seed(0)
-        inputs = op.make_inputs(problem, torch.device("cuda"), gen)
-        outputs = op.make_outputs(problem, torch.device("cuda"))
-        base = op.baseline(problem, inputs)
-        mine = lambda kernel=kernel, inputs=inputs, outputs=outputs: kernel(*inputs, *outputs)  # noqa: E731
+        base, mine = pair(op, op.problem(**entry["problem"]), ours["config"], target)
         for fn in (base, mine) * 3:
             fn()
         for who, fn in (("torch", base), ("ours", mine)):

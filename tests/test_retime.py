@@ -98,6 +98,18 @@ def test_pool_takes_every_process_rounds_and_the_first_failure():
     assert pool([a])[0].latency_ms == 1.0 and "samples" not in pool([a])[0].extra
 
 
+def test_pool_widens_the_ratio_by_the_drift_between_runs():
+    def paired(ms, base):
+        return RunResult(Status.OK, latency_ms=ms, latency_low=ms, latency_high=ms, speedup=base / ms,
+                         extra={"samples": [ms, ms * 1.001, ms * 0.999], "baseline_samples": [base] * 3})
+    processes = [[paired(1.0, 0.9)], [paired(1.0, 0.9)]]
+    narrow, = pool(processes)
+    wide, = pool(processes, drift=0.003)
+    assert wide.speedup == narrow.speedup and "drift" not in narrow.extra and wide.extra["drift"] == 0.003
+    assert wide.speedup_low < narrow.speedup_low and wide.speedup_high > narrow.speedup_high
+    assert wide.latency_low == narrow.latency_low  # the latency's interval is the rounds' alone
+
+
 def test_another_process_is_asked_for_when_the_best_is_not_settled():
     agreeing = [[timed(1.0, 0.99, 1.01), timed(2.0, 1.9, 2.1)], [timed(1.005, 0.995, 1.015), timed(2.5, 2.4, 2.6)]]
     assert not disagree(agreeing)  # the second candidate differs, but it is not the best

@@ -126,3 +126,18 @@ def test_a_throttled_timing_is_taken_again_and_flagged_if_it_stays_low(monkeypat
     calls.clear()
     _, clock = measure.timed([None], MeasureSettings(), 0)  # 1100 twice: flagged
     assert len(calls) == 2 and clock["throttled"] is True and clock["sm_clock_mhz"] == 1100
+
+
+def test_drift_widens_the_interval_in_quadrature_and_keeps_the_value():
+    r = stats.Ratio(0.92, 0.918, 0.923)
+    wide = stats.with_drift(r, 0.003)
+    assert wide.value == r.value and wide.low < r.low and wide.high > r.high
+    assert wide.high - r.value == pytest.approx(np.hypot(0.003, 0.92 * 0.003))
+    assert r.value - wide.low == pytest.approx(np.hypot(0.002, 0.92 * 0.003))
+    assert stats.with_drift(r, 0.0) == r
+    # two runs of the same kernels minutes apart (trust round 5bddc78, 3000x5000x4000): their
+    # rounds' intervals missed each other by 0.1%; with the between-run component they meet
+    first, second = stats.Ratio(0.9230, 0.9213, 0.9248), stats.Ratio(0.9175, 0.9160, 0.9191)
+    assert not stats.overlap((first.low, first.high), (second.low, second.high))
+    a, b = stats.with_drift(first, 0.003), stats.with_drift(second, 0.003)
+    assert stats.overlap((a.low, a.high), (b.low, b.high)) and a.half_width < 0.01

@@ -141,7 +141,7 @@ class LocalRunner(Runner):
             processes.append(result.value)
             if len(processes) >= self.settings.final_processes and not disagree(processes):
                 break
-        return pool(processes, self.settings.seed)
+        return pool(processes, self.settings.seed, self.settings.drift)
 
     def phases(self) -> dict[str, float]:
         spent, self._spent = self._spent, {}

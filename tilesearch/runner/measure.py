@@ -80,6 +80,11 @@ class MeasureSettings:
         final_processes: fresh worker processes the final re-time pools, one after another
             (more, up to :data:`tilesearch.runner.pool.MAX_PROCESSES`, while they disagree on
             the best): one process's figures of a short kernel are off by up to 1%.
+        drift: the 95% half-width (relative) of what a run's ratio to the baseline moves by
+            between runs minutes apart (another power state, :func:`stats.with_drift`), added
+            in quadrature to the final re-time's ratio intervals, so that a second ``tune``'s
+            interval meets the first's; the default is the H100's, from 33 re-timed pairs; 0
+            reports the rounds' spread alone. Search trials and ``precision`` leave it out.
         race_margin: a search trial stops being timed once its ratio's 95% interval lies
             entirely below the incumbent's by this share (:func:`racer`); 0 times every trial
             to ``precision``.
@@ -97,6 +102,7 @@ class MeasureSettings:
     flush_l2: bool = True
     seed: int = 0
     final_processes: int = 2
+    drift: float = 0.003
     race_margin: float = 0.03
     race_ms: float = 50.0
 

@@ -7,7 +7,10 @@ inputs sit, the state its context starts in), more than one process's rounds can
 ``MeasureSettings.final_processes`` fresh processes one after another, each on its own inputs,
 adds a process while they disagree on the best (up to :data:`MAX_PROCESSES`), and :func:`pool`
 makes one result per candidate from all of them: the mean of the processes' own figures, with a
-nested-bootstrap interval over processes and their rounds (:func:`~tilesearch.runner.stats.pooled_ratio`). A worker returns its raw rounds in
+nested-bootstrap interval over processes and their rounds (:func:`~tilesearch.runner.stats.pooled_ratio`),
+the ratio's widened by the between-run drift (``MeasureSettings.drift``,
+:func:`~tilesearch.runner.stats.with_drift`): what a second ``tune`` minutes later, at another
+power state, may see beside this one. A worker returns its raw rounds in
 ``extra["samples"]`` (and the baseline's in ``extra["baseline_samples"]``); :func:`pool` takes
 them out, so they never reach a database.
 """
@@ -26,10 +29,10 @@ MAX_PROCESSES = 4
 SAMPLE_KEYS = ("samples", "baseline_samples")
 
 
-def pool(processes: Sequence[Sequence[RunResult]], seed: int = 0) -> list[RunResult]:
+def pool(processes: Sequence[Sequence[RunResult]], seed: int = 0, drift: float = 0.0) -> list[RunResult]:
     """One result per candidate from the results of the same candidates in each process: the
     first failure where any process failed; else the mean of the processes' figures, with
-    nested-bootstrap intervals. Results without rounds (a runner that returns none) are the first
+    nested-bootstrap intervals, the ratio's widened by ``drift``. Results without rounds (a runner that returns none) are the first
     process's, as they came."""
     out = []
     for column in zip(*processes):
@@ -39,7 +42,7 @@ def pool(processes: Sequence[Sequence[RunResult]], seed: int = 0) -> list[RunRes
         elif any("samples" not in r.extra for r in column):
             out.append(without_samples(column[0]))
         else:
-            out.append(_pooled(column, seed))
+            out.append(_pooled(column, seed, drift))
     return out
 
 
@@ -66,7 +69,7 @@ def without_samples(result: RunResult) -> RunResult:
     return replace(result, extra={k: v for k, v in result.extra.items() if k not in SAMPLE_KEYS})
 
 
-def _pooled(column: Sequence[RunResult], seed: int) -> RunResult:
+def _pooled(column: Sequence[RunResult], seed: int, drift: float) -> RunResult:
     kernel = [r.extra["samples"] for r in column]
     spread = stats.pooled_spread(kernel, seed=seed)
     first = column[0]
@@ -76,7 +79,7 @@ def _pooled(column: Sequence[RunResult], seed: int) -> RunResult:
         found["tflops"] = first.tflops * first.latency_ms / spread.median  # the same FLOPs
     baselines = [r.extra.get("baseline_samples") for r in column]
     if all(b is not None for b in baselines):
-        ratio = stats.pooled_ratio(list(zip(baselines, kernel)), seed=seed)
+        ratio = stats.with_drift(stats.pooled_ratio(list(zip(baselines, kernel)), seed=seed), drift)
         found.update(baseline_ms=statistics.median(x for b in baselines for x in b), speedup=ratio.value,
                      speedup_low=ratio.low, speedup_high=ratio.high)
     clocks = [r.sm_clock_mhz for r in column if r.sm_clock_mhz is not None]
@@ -84,7 +87,8 @@ def _pooled(column: Sequence[RunResult], seed: int) -> RunResult:
     powers = [r.power_w for r in column if r.power_w is not None]
     throttled = [r.throttled for r in column if r.throttled is not None]
     extra = {**without_samples(first).extra, "processes": len(column),
-             "process_figures": [r.speedup if r.speedup is not None else r.latency_ms for r in column]}
+             "process_figures": [r.speedup if r.speedup is not None else r.latency_ms for r in column],
+             **({"drift": drift} if drift > 0 and all(b is not None for b in baselines) else {})}
     return replace(
         first, **found,
         rel_err=max((r.rel_err for r in column if r.rel_err is not None), default=None),

@@ -162,3 +162,26 @@ def pooled_ratio(processes: Sequence[tuple[Sequence[float], Sequence[float]]], *
 
     low, high = _bounds(_nested(groups, of, seed, resamples), confidence)
     return Ratio(float(np.mean([of(b, k) for b, k in groups])), low, high)
+
+
+# -- between runs --
+#
+# Even pooled, the processes of one final re-time run back to back, seconds apart, at one power
+# state of the GPU. A second ``tune`` minutes later meets another: on an H100 at its 700 W limit,
+# the same kernels' ratios to torch.matmul moved by up to 0.6% between two runs (1470 vs 1545 MHz),
+# and 3 of 33 such pairs of 95% intervals missed each other (trust rounds 3d8bfea-5bddc78,
+# ``experiments/results/trust``). The rms of those differences, 0.26%, gives each run a
+# between-run standard deviation of about 0.15% beyond its rounds; :func:`with_drift` adds that
+# component to an interval in quadrature.
+
+
+def with_drift(r: Ratio, drift: float) -> Ratio:
+    """``r`` with each half of its interval widened in quadrature by ``drift`` (relative, the 95%
+    half-width of the between-run component): ``sqrt(half**2 + (drift * value)**2)``."""
+    if drift <= 0:
+        return r
+    extra = drift * r.value
+    low = r.value - float(np.hypot(r.value - r.low, extra))
+    high = r.value + float(np.hypot(r.high - r.value, extra))
+    return Ratio(r.value, low, high)
+

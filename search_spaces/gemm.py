@@ -24,6 +24,13 @@ compiles the same kernel as before they existed):
   holds a 64-row accumulator; swapped, a 16 x 128 tile holds 16 accumulators a thread and the
   whole block streams the weight rows. Offered where M is small; the accumulator is written
   transposed, through shared memory with ``epilogue=smem``.
+- ``raster``: how the panels run: ``row`` (panels of ``panel_size`` tile rows, walked along N,
+  TileLang's ``rasterization2DRow``, the plain template's) or ``column`` (panels of tile columns,
+  walked along M). Blocks that run at once share what they read through L2; which operand they
+  share is the order's choice: a row panel keeps a few tile rows of A hot while B streams past,
+  a column panel the reverse, the better where A is the larger operand (N much less than M) or
+  where B's tiles are the ones read by the most blocks. Pruned where it cannot change the order
+  (``panel_size=0``, one tile column).
 - ``warp_specialize``: TileLang's producer/consumer split of the pipeline: ``on`` (its
   ``WarpSpecialized`` pass, the default), ``role_based`` (its newer automatic scheduler) or
   ``off``. With it on, ``threads`` counts the consumer threads and TileLang adds a producer warp
@@ -47,12 +54,13 @@ LAYOUTS = ("nn", "nt")
 WARP_POLICIES = ("square", "full_row", "full_col")
 WARP_SPECIALIZE = ("on", "role_based", "off")
 EPILOGUES = ("direct", "smem")
+RASTERS = ("row", "column")
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers per consumer thread; more spills on sm_90
 MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline fill and drain
 
 # the knobs added after the plain template, with the values that reproduce it
 DEFAULTS = {"split_k": 1, "persistent": False, "epilogue": "direct", "tma": True, "warp_specialize": "on",
-            "swap_ab": False}
+            "swap_ab": False, "raster": "row"}
 SWAP_AB_MAX_M = 256  # swapped tiles and deeper pipelines are offered up to this M (decode, small batches)
 MMA_ROWS = 64  # rows of one warp group's MMA on Hopper: an unswapped tile needs block_m >= this
 # A GEMM with few rows streams its weights: its speed is the bytes in flight (on the H100, 16-row
@@ -177,6 +185,11 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
     def one_row(c: Mapping[str, Any]) -> str | None:
         if c["panel_size"] and math.ceil(m / c["block_m"]) == 1:
             return "panel_size: one row of tiles, which every panel walks in the launch order of panel_size=0 (same kernel)"
+        if c.get("raster", "row") == "column":
+            if not c["panel_size"]:
+                return "raster: panel_size=0 launches in row-major order whatever the raster (same kernel as row)"
+            if math.ceil(n / c["block_n"]) == 1:
+                return "raster: one column of tiles, which column panels walk in row-major order (same order as row)"
         return None
 
     def persistent(c: Mapping[str, Any]) -> str | None:
@@ -233,6 +246,7 @@ class GemmOp(Operator):
             IntRange("num_stages", 1, MAX_STAGES_SMALL_M if small else MAX_STAGES),
             Categorical("threads", (128, 256)),
             Categorical("panel_size", (0, 4, 8, 16)),
+            Categorical("raster", RASTERS if min(m, n) > MMA_ROWS else RASTERS[:1]),
             Categorical("warp_policy", WARP_POLICIES),
             PowerOfTwo("split_k", 1, 1 << (max(most_splits, 1).bit_length() - 1)),
             Categorical("persistent", (False, True) if most_tiles > sms else (False,)),
@@ -368,6 +382,7 @@ def gemm_program(
     epilogue: str = "direct",
     tma: bool = True,
     swap_ab: bool = False,
+    raster: str = "row",
     num_sms: int = 132,
 ) -> Any:
     """The GEMM tile program for one configuration (a TileLang ``PrimFunc``). ``m`` is a size or
@@ -376,7 +391,8 @@ def gemm_program(
     With ``split_k > 1`` the program takes a float32 workspace before ``C`` (see
     :func:`workspace_shape`) and holds two kernels: the GEMM writes one partial tile per K split,
     a reduction kernel sums them into ``C``. ``persistent`` launches ``min(tiles, num_sms)``
-    blocks that loop over the tiles in the same rasterized order. ``epilogue="smem"`` stages the
+    blocks that loop over the tiles in the same rasterized order (``raster``: panels of tile rows
+    or of tile columns). ``epilogue="smem"`` stages the
     output tile through shared memory; ``tma=False`` keeps every copy off TMA. ``swap_ab``
     accumulates the tile transposed (``block_n x block_m``: B's rows are the MMA's M side) and
     stores it transposed. The
@@ -460,7 +476,7 @@ def gemm_program(
         ):
             with T.Kernel(tiles_n, tiles_m, split_k, threads=threads) as (bx, by, bz):
                 a_tile, b_tile_s, acc, c_s = buffers()
-                T.use_swizzle(panel_size=max(panel_size, 1), enable=panel_size > 0)
+                T.use_swizzle(panel_size=max(panel_size, 1), order=raster, enable=panel_size > 0)
                 tile(A, B, W, a_tile, b_tile_s, acc, c_s, by, bx, bz)
             with T.Kernel(tiles_n, T.ceildiv(m, reduce_m), threads=REDUCE_THREADS) as (rx, ry):
                 total = T.alloc_fragment((reduce_m, block_n), "float32")
@@ -485,7 +501,7 @@ def gemm_program(
                 for w in T.serial(waves):
                     t = w * workers + worker
                     if t < tiles:
-                        tm, tn = raster(t, tiles_m, tiles_n, panel_size)
+                        tm, tn = rasterized(t, tiles_m, tiles_n, panel_size, raster)
                         tile(A, B, C, a_tile, b_tile_s, acc, c_s, tm, tn, 0)
 
         return gemm_persistent
@@ -498,7 +514,7 @@ def gemm_program(
     ):
         with T.Kernel(tiles_n, tiles_m, threads=threads) as (bx, by):
             a_tile, b_tile_s, acc, c_s = buffers()
-            T.use_swizzle(panel_size=max(panel_size, 1), enable=panel_size > 0)
+            T.use_swizzle(panel_size=max(panel_size, 1), order=raster, enable=panel_size > 0)
             tile(A, B, C, a_tile, b_tile_s, acc, c_s, by, bx, 0)
 
     return gemm
@@ -515,7 +531,17 @@ def workspace_shape(m: Any, n: int, k: int, *, block_m: int, block_n: int, split
     return (split_k, rows, math.ceil(n / block_n) * block_n)
 
 
-def raster(t: Any, tiles_m: int, tiles_n: int, panel: int) -> tuple[Any, Any]:
+def rasterized(t: Any, tiles_m: Any, tiles_n: Any, panel: int, order: str = "row") -> tuple[Any, Any]:
+    """The (M, N) tile of linear tile ``t`` in ``order``: ``row`` as :func:`raster`, ``column``
+    its transpose, as TileLang's ``rasterization2DColumn`` (panels of ``panel`` tile columns walked
+    row by row, every other panel bottom to top); ``panel=0`` is row-major either way."""
+    if order == "row" or panel == 0:
+        return raster(t, tiles_m, tiles_n, panel)
+    tn, tm = raster(t, tiles_n, tiles_m, panel)
+    return tm, tn
+
+
+def raster(t: Any, tiles_m: Any, tiles_n: Any, panel: int) -> tuple[Any, Any]:
     """The (M, N) tile of linear tile ``t`` in the order of TileLang's ``rasterization2DRow``:
     panels of ``panel`` tile rows walked column by column, every other panel right to left, the
     last panel narrower if ``panel`` does not divide the rows (``panel=0``: row-major)."""

@@ -180,7 +180,10 @@ def features(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
     wtm, wtn = mma_m / wm, mma_n / wn
     groups_m = max(wm // 4, 1) if wgmma else wm
     group_m, group_n = mma_m / groups_m, mma_n / (wn if wgmma else 1)  # the tile of one MMA issuer
-    if panel:
+    column = panel and config.get("raster", "row") == "column"
+    if column:  # panels of tile columns walked along M
+        cols, rows = min(panel, tiles_n), min(tiles_m, math.ceil(slots / max(min(panel, tiles_n), 1)))
+    elif panel:
         rows, cols = min(panel, tiles_m), min(tiles_n, math.ceil(slots / max(min(panel, tiles_m), 1)))
     else:
         rows, cols = math.ceil(min(slots, tiles) / tiles_n), min(slots, tiles_n)
@@ -220,6 +223,7 @@ def features(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
         "mma_tile_n": group_n,
         "mma_tile_intensity": group_m * group_n / (group_m + group_n),
         "swizzle": float(panel > 0),
+        "raster_column": float(bool(column)),
         "log2_wave_l2_share": log2_feature(footprint / target.l2_bytes),
         "bytes_per_flop": esize * (1 / bm + 1 / bn) / 2,
         "log2_estimate": log2_feature(relative),

@@ -49,6 +49,8 @@ KNOB_CONFIGS = [  # one per knob beyond the tile shape, on shapes the constraint
     dict(KNOB_BASE, tma=False, warp_specialize="off", epilogue="smem"),
     dict(KNOB_BASE, block_n=256, warp_specialize="role_based"),
     dict(KNOB_BASE, warp_specialize="off", epilogue="smem"),
+    dict(KNOB_BASE, raster="column"),
+    dict(KNOB_BASE, persistent=True, raster="column"),
 ]
 
 

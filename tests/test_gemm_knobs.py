@@ -4,7 +4,7 @@ TileLang lowers each knob to (lowering only: no nvcc, no GPU)."""
 
 import pytest
 
-from search_spaces.gemm import DEFAULTS, GemmOp, raster, smem_bytes, workspace_shape
+from search_spaces.gemm import DEFAULTS, GemmOp, raster, rasterized, smem_bytes, workspace_shape
 from tilesearch.space import Categorical, Space
 from tilesearch.target import Target
 
@@ -60,6 +60,18 @@ def test_rasterization_panels_are_pruned_where_the_tiles_make_one_row():
     assert decode.why_invalid({**swapped, "panel_size": 0}) is None
     assert decode.why_invalid({**swapped, "panel_size": 8}).startswith("panel_size: one row of tiles")
     assert space_of(64, 4096, 4096).why_invalid({**swapped, "panel_size": 8}) is None  # 4 rows of 16
+
+
+def test_column_raster_is_offered_where_both_sides_have_tiles_and_pruned_where_it_cannot_change_the_order():
+    assert space_of(16, 4096, 4096)["raster"].values() == ("row",)
+    assert space_of(4096, 64, 4096)["raster"].values() == ("row",)
+    big = space_of(8192, 4096, 1024)
+    assert big["raster"].values() == ("row", "column")
+    assert big.why_invalid(config(raster="column")) is None
+    assert big.why_invalid(config(raster="column", panel_size=0)).startswith("raster: panel_size=0")
+    narrow = space_of(8192, 200, 1024)
+    assert narrow.why_invalid(config(raster="column", block_n=256)).startswith("raster: one column of tiles")
+    assert narrow.why_invalid(config(raster="column", block_n=128)) is None  # two tile columns
 
 
 def test_block_n_adds_the_widths_that_divide_n():
@@ -168,6 +180,30 @@ def test_persistent_tile_order_is_the_launch_order_of_the_plain_kernel(tiles_m, 
     assert sorted(order) == [(i, j) for i in range(tiles_m) for j in range(tiles_n)]
 
 
+def _column_raster(t, tiles_m, tiles_n, panel):
+    """tl::rasterization2DColumn<panel> from TileLang's threadblock_swizzle.h, in Python."""
+    grid, span = tiles_m * tiles_n, panel * tiles_m
+    offset, index = t % span, t // span
+    stride = panel if index + 1 < -(-grid // span) else (grid - index * span) // tiles_m
+    row = tiles_m - 1 - offset // stride if index & 1 else offset // stride
+    return row, offset % stride + index * panel
+
+
+@pytest.mark.parametrize("tiles_m,tiles_n,panel", [(64, 32, 8), (12, 63, 8), (7, 5, 8), (3, 17, 4), (9, 9, 0), (1, 40, 16)])
+def test_persistent_column_order_is_the_launch_order_of_the_column_rasterized_kernel(tiles_m, tiles_n, panel):
+    import tilelang  # noqa: F401  (before TVM)
+    import tvm
+
+    analyzer = tvm.arith.Analyzer()
+    order = []
+    for t in range(tiles_m * tiles_n):
+        m, n = rasterized(tvm.tirx.IntImm("int32", t), tiles_m, tiles_n, panel, "column")
+        order.append((int(analyzer.simplify(m)), int(analyzer.simplify(n))))
+    expected = [_column_raster(t, tiles_m, tiles_n, panel) if panel else divmod(t, tiles_n) for t in range(len(order))]
+    assert order == expected
+    assert sorted(order) == [(i, j) for i in range(tiles_m) for j in range(tiles_n)]
+
+
 def _lowered(problem, knobs):
     import tilelang
     import tvm
@@ -190,5 +226,8 @@ def test_each_knob_changes_the_lowered_kernel_as_intended():
     assert "for (int w = 0; w < 2; ++w)" in persistent  # 8 x 24 tiles over 132 blocks
     smem = _lowered(problem, dict(epilogue="smem"))
     assert "tma_store" in smem and "tma_store" not in plain
+    assert "rasterization2DRow<8>" in plain
+    column = _lowered(problem, dict(raster="column"))
+    assert "rasterization2DColumn<8>" in column and "rasterization2DRow" not in column
     cp_async = _lowered(problem, dict(tma=False, warp_specialize="off"))
     assert "tma_load" not in cp_async and "cp_async" in cp_async and "__launch_bounds__(256, 1)" in cp_async

@@ -18,6 +18,7 @@ CASES = {
     "split_k_cp_async_smem": ((100, 3000, 2000, "bfloat16", "nt"),
                               dict(split_k=2, tma=False, warp_specialize="off", epilogue="smem")),
     "persistent_smem": ((4100, 4000, 1032, "float16", "nt"), dict(persistent=True, epilogue="smem")),
+    "persistent_column": ((4100, 4000, 1032, "bfloat16", "nn"), dict(persistent=True, raster="column")),
     "role_based": ((2048, 2048, 2048, "float16", "nn"), dict(block_n=256, warp_specialize="role_based")),
     "tma_store_unspecialized": ((2048, 2048, 2048, "bfloat16", "nn"), dict(warp_specialize="off", epilogue="smem")),
     "two_consumer_warp_groups": ((2048, 2048, 2048, "float16", "nn"), dict(block_m=256, warp_policy="full_row")),
@@ -60,6 +61,7 @@ def test_split_k_builds_a_gemm_and_a_reduction(sources):
 def test_persistent_loop_with_tma_store_epilogue_builds(sources):
     src = sources["persistent_smem"]
     assert "for (int w = 0; w < " in src and "tma_store" in src
+    assert "for (int w = 0; w < " in sources["persistent_column"]
 
 
 def test_lowering_switches_build(sources):

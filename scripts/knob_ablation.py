@@ -9,13 +9,14 @@ op's space offers for that problem, crossed with the values of ``also`` (a knob 
 depends on, e.g. ``raster`` with ``panel_size``), keeping those the space's constraints allow.
 They are compiled in the compile pool, then checked against float64 and timed in the final
 re-time's way (all variants and the baseline interleaved in the same rounds, L2 flushed, fresh
-worker processes pooled, 95% intervals), one problem after another.
+worker processes pooled, 95% intervals), one problem after another. ``only`` keeps the problems
+whose key contains one of its ``|``-separated parts.
 
 Writes ``knob_ablation.json`` under ``out`` and prints, per problem, every variant's ratio to
 ``torch.matmul``, the recorded choice marked ``*``, and last one line per problem: the choice, the
 best variant and their difference.
 
-usage: python scripts/knob_ablation.py out=$OUT knob=raster [also=panel_size] from=a.json[,b.json] [only=m=2048] [budget_s=400]
+usage: python scripts/knob_ablation.py out=$OUT knob=raster [also=panel_size] from=a.json[,b.json] ['only=m=16,|m=128,'] [budget_s=400]
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def chosen(paths: list[str], only: str | None) -> list[tuple[dict[str, Any], dic
     seen, out = set(), []
     for path in paths:
         for prob in json.loads(Path(path).read_text())["problems"]:
-            if only and only not in prob["key"]:
+            if only and not any(part in prob["key"] for part in only.split("|")):
                 continue
             for search in prob["searches"]:
                 config = (search.get("final") or {}).get("config") or search.get("best_config")

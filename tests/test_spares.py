@@ -86,6 +86,44 @@ def test_the_final_retime_runs_in_spares_started_before_the_search(tmp_path):
     assert line.endswith("-")  # background: no share of the wall time
 
 
+def test_the_measuring_worker_reports_its_gpu_before_it_warms_up_and_times_only_after(tmp_path, monkeypatch):
+    # start() returns the GPU's facts while TileLang's import (here: a gate file) is still
+    # running in the worker, so the first configurations compile meanwhile; the first trial waits
+    from tilesearch.testing.cpu import WARM_GATE
+
+    log, gate = str(tmp_path / "calls.log"), tmp_path / "gate"
+    monkeypatch.setenv(WARM_GATE, str(gate))
+    runner = CpuRunner(timeout=60, log=log)
+    try:
+        assert runner.start() == TARGET
+        assert runner._warming is not None and runner._warming.running
+        pid = runner.worker_pid
+        assert calls(log) == [("info", pid)]  # the facts, not the warm-up
+        gate.touch()
+        result = runner.run(Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128},
+                                      TARGET, FAULTY_CPU_OP))
+        assert result.status == Status.OK
+        assert calls(log) == [("info", pid), ("warm", pid), ("measure", pid)]
+        assert "worker: warm-up (background)" in runner.phases()
+    finally:
+        gate.touch()
+        runner.close()
+    assert not alive(pid)
+
+
+def test_closing_during_the_warm_up_leaves_no_process(tmp_path, monkeypatch):
+    from tilesearch.testing.cpu import WARM_GATE
+
+    gate = tmp_path / "gate"
+    monkeypatch.setenv(WARM_GATE, str(gate))
+    runner = CpuRunner(timeout=60)
+    runner.start()
+    pid = runner.worker_pid
+    threading.Timer(0.5, gate.touch).start()  # the import ends while close() waits for it
+    runner.close()
+    assert runner._warming is None and not alive(pid) and runner.worker_pid is None
+
+
 def test_retime_zero_starts_no_spare(tmp_path):
     log = str(tmp_path / "calls.log")
     with Watched(timeout=60, log=log) as runner:

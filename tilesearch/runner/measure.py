@@ -108,15 +108,25 @@ class MeasureSettings:
 
 
 def device_info() -> dict[str, Any]:
-    """The worker process's GPU as a :class:`~tilesearch.target.Target` dict, plus software versions."""
+    """:func:`device_facts` after :func:`warm_up`: the start of a fresh worker process that is
+    to time next (a spare, a replacement)."""
+    warm_up()
+    return device_facts()
 
-    import tilelang  # noqa: F401 - also the warm-up of a fresh worker process: the first measure should not pay for it
 
+def device_facts() -> dict[str, Any]:
+    """The worker process's GPU as a :class:`~tilesearch.target.Target` dict, plus software
+    versions: torch and a CUDA context, no TileLang yet (:func:`warm_up`)."""
     from tilesearch import target, versions
 
     info = target.detect().to_dict()
     info["versions"] = {**versions.collect(torch_cuda=True), "driver": nvml.driver_version()}
     return info
+
+
+def warm_up() -> None:
+    """Imports TileLang (about 3 s on the H100 host), so that the first measure does not pay for it."""
+    import tilelang  # noqa: F401
 
 
 def _poison(tensor: Any) -> None:

@@ -26,6 +26,7 @@ from tilesearch.testing.faulty import FaultyCpuOp
 
 LOOK = 3  # rounds of a racing trial's first look
 LOG = "TILESEARCH_CPU_LOG"  # environment variable: the file the worker functions log their calls to
+WARM_GATE = "TILESEARCH_CPU_WARM_GATE"  # environment variable: a file warm_up waits for
 
 
 class CpuRunner(LocalRunner):
@@ -39,6 +40,8 @@ class CpuRunner(LocalRunner):
     measure_fn = "tilesearch.testing.cpu:measure"
     together_fn = "tilesearch.testing.cpu:measure_together"
     info_fn = "tilesearch.testing.cpu:device_info"
+    facts_fn = "tilesearch.testing.cpu:device_facts"
+    warm_fn = "tilesearch.testing.cpu:warm_up"
 
     def __init__(self, *args: Any, log: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -58,14 +61,28 @@ def _log(what: str) -> None:
 
 
 def device_info() -> dict[str, Any]:
-    import torch  # noqa: F401 - the warm-up of a fresh worker, as on a GPU
+    warm_up()
+    return device_facts()
 
+
+def device_facts() -> dict[str, Any]:
     from tilesearch import versions
 
     _log("info")
     info = Target.from_arch("sm_90a", gpu="cpu").to_dict()
     info["versions"] = versions.collect()
     return info
+
+
+def warm_up() -> None:
+    """The imports of a fresh worker, as on a GPU; with :data:`WARM_GATE` set, it waits until
+    that file exists, so that a test can hold the warm-up open."""
+    import torch  # noqa: F401
+
+    gate = os.environ.get(WARM_GATE)
+    while gate and not os.path.exists(gate):
+        time.sleep(0.01)
+    _log("warm")
 
 
 def measure(candidate: Candidate, settings: MeasureSettings, incumbent: Incumbent | None = None) -> RunResult:

@@ -5,7 +5,7 @@ The issue of kernels at the limit asks for an ablation of every new knob. A knob
 its best value on a grid but what it changes on the kernels the search actually picks, so this
 takes the chosen configuration of each problem in recorded experiment JSON files (``tilesearch``
 experiments: model shapes, trust, the suite), and makes its variants: ``knob`` at every value the
-op's space offers for that problem, crossed with the values of ``also`` (a knob the first one
+op's space offers for that problem (or at ``values``, for a knob the space does not search), crossed with the values of ``also`` (a knob the first one
 depends on, e.g. ``raster`` with ``panel_size``), keeping those the space's constraints allow.
 They are compiled in the compile pool, then checked against float64 and timed in the final
 re-time's way (all variants and the baseline interleaved in the same rounds, L2 flushed, fresh
@@ -16,7 +16,7 @@ Writes ``knob_ablation.json`` under ``out`` and prints, per problem, every varia
 ``torch.matmul``, the recorded choice marked ``*``, and last one line per problem: the choice, the
 best variant and their difference.
 
-usage: python scripts/knob_ablation.py out=$OUT knob=raster [also=panel_size] from=a.json[,b.json] ['only=m=16,|m=128,'] [budget_s=400]
+usage: python scripts/knob_ablation.py out=$OUT knob=raster [values=row,column] [also=panel_size] from=a.json[,b.json] ['only=m=16,|m=128,'] [budget_s=400]
 """
 
 from __future__ import annotations
@@ -59,6 +59,19 @@ def variants(space: Any, config: dict[str, Any], knobs: list[str]) -> list[dict[
     return out
 
 
+def with_values(space: Any, knob: str, values: list[Any]) -> Any:
+    """``space`` with ``knob`` taking ``values`` (its constraints kept)."""
+    from tilesearch.space import Categorical, Space
+
+    return Space([Categorical(knob, tuple(values)) if k.name == knob else k for k in space.knobs], space.constraints)
+
+
+def _parse(text: str) -> Any:
+    if text in ("True", "False"):
+        return text == "True"
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
 def main(argv: list[str]) -> int:
     opts = dict(a.split("=", 1) for a in argv)
     missing = [k for k in ("knob", "from") if k not in opts]
@@ -80,6 +93,8 @@ def main(argv: list[str]) -> int:
     for problem, config in chosen(opts["from"].split(","), opts.get("only")):
         problem = op.problem(**problem)
         space = op.space(problem, target)
+        if "values" in opts:  # values the space does not search (e.g. raster=column)
+            space = with_values(space, opts["knob"], [_parse(v) for v in opts["values"].split(",")])
         config = {**op.defaults, **config}
         found = variants(space, config, knobs)
         if len(found) > 1:  # else the space offers the knob no other value here

@@ -30,7 +30,7 @@ compiles the same kernel as before they existed):
   share is the order's choice: a row panel keeps a few tile rows of A hot while B streams past,
   a column panel the reverse, the better where A is the larger operand (N much less than M) or
   where B's tiles are the ones read by the most blocks. Pruned where it cannot change the order
-  (``panel_size=0``, one tile column).
+  (``panel_size=0``, one tile column). Not searched by default (:data:`SEARCH_COLUMN_RASTER`).
 - ``warp_specialize``: TileLang's producer/consumer split of the pipeline: ``on`` (its
   ``WarpSpecialized`` pass, the default), ``role_based`` (its newer automatic scheduler) or
   ``off``. With it on, ``threads`` counts the consumer threads and TileLang adds a producer warp
@@ -55,6 +55,12 @@ WARP_POLICIES = ("square", "full_row", "full_col")
 WARP_SPECIALIZE = ("on", "role_based", "off")
 EPILOGUES = ("direct", "smem")
 RASTERS = ("row", "column")
+# Whether the search turns ``raster``. Off: on 13 kernels the searches chose (H100, 2026-11-24,
+# RESULTS.md "Round 4") the column order gained nothing beyond the interval and lost 2-4% on four,
+# and with the knob in the space the README's TPE command ran into 207 invalid proposals (19
+# without) and a kernel 4% slower. The template, its constraints and the persistent loop's order
+# keep it: a space may add it (``scripts/knob_ablation.py values=row,column``).
+SEARCH_COLUMN_RASTER = False
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers per consumer thread; more spills on sm_90
 MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline fill and drain
 
@@ -246,7 +252,7 @@ class GemmOp(Operator):
             IntRange("num_stages", 1, MAX_STAGES_SMALL_M if small else MAX_STAGES),
             Categorical("threads", (128, 256)),
             Categorical("panel_size", (0, 4, 8, 16)),
-            Categorical("raster", RASTERS if min(m, n) > MMA_ROWS else RASTERS[:1]),
+            Categorical("raster", RASTERS if SEARCH_COLUMN_RASTER and min(m, n) > MMA_ROWS else RASTERS[:1]),
             Categorical("warp_policy", WARP_POLICIES),
             PowerOfTwo("split_k", 1, 1 << (max(most_splits, 1).bit_length() - 1)),
             Categorical("persistent", (False, True) if most_tiles > sms else (False,)),

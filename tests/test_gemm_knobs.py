@@ -62,7 +62,11 @@ def test_rasterization_panels_are_pruned_where_the_tiles_make_one_row():
     assert space_of(64, 4096, 4096).why_invalid({**swapped, "panel_size": 8}) is None  # 4 rows of 16
 
 
-def test_column_raster_is_offered_where_both_sides_have_tiles_and_pruned_where_it_cannot_change_the_order():
+def test_column_raster_is_searched_only_when_asked_and_pruned_where_it_cannot_change_the_order(monkeypatch):
+    import search_spaces.gemm as gemm
+
+    assert space_of(8192, 4096, 1024)["raster"].values() == ("row",)  # not searched by default
+    monkeypatch.setattr(gemm, "SEARCH_COLUMN_RASTER", True)
     assert space_of(16, 4096, 4096)["raster"].values() == ("row",)
     assert space_of(4096, 64, 4096)["raster"].values() == ("row",)
     big = space_of(8192, 4096, 1024)

@@ -10,7 +10,7 @@ op's analytic estimate (a stand-in for a measured latency: the GPU is not needed
 proposals), until ``trials`` valid ones are measured. Prints, per seed, the invalid proposals
 under each split, then their median and worst.
 
-usage: python experiments/tpe_invalid.py [seeds=10] [trials=42] [m=8192 n=8192 k=8192 dtype=float16 layout=nn]
+usage: python experiments/tpe_invalid.py [seeds=10] [trials=42] [raster=column] [m=8192 n=8192 k=8192 dtype=float16 layout=nn]
 """
 
 import statistics
@@ -58,12 +58,17 @@ def main(argv: list[str]) -> int:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     opts = dict(a.split("=", 1) for a in argv)
     seeds, trials = int(opts.pop("seeds", 10)), int(opts.pop("trials", 42))
+    if opts.pop("raster", "row") == "column":  # the space as at a0748d5, where the storm was seen
+        import search_spaces.gemm
+
+        search_spaces.gemm.SEARCH_COLUMN_RASTER = True
     params = {"m": 8192, "n": 8192, "k": 8192, "dtype": "float16", "layout": "nn", **opts}
     op = registry.load("gemm")
     problem = op.problem(**{k: int(v) if str(v).isdigit() else v for k, v in params.items()})
     target = Target.from_arch("sm_90a")
     rows = []
-    print(f"{problem}: invalid proposals before {trials} valid ones measured")
+    print(f"{problem} (raster searched: {'column' in op.space(problem, target)['raster'].values()}): "
+          f"invalid proposals before {trials} valid ones measured")
     print("seed  optuna split  measured-only split")
     for seed in range(seeds):
         rows.append((invalid_proposals(op, problem, target, seed=seed, trials=trials, complete_only=False),

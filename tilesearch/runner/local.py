@@ -23,8 +23,7 @@ can propose and compile anything, and the measuring worker needs TileLang only w
 kernel is built. So :meth:`LocalRunner.start` asks the worker for the facts alone (torch and a
 CUDA context) and lets it import TileLang in the background (``warm_fn``) while the first
 configurations are proposed and compiled; the first call that times waits for that import. On
-the H100 host the import is about 3 s of the 7.7 s the start took, all of it on the way to the
-first result.
+the H100 host that import took 1.3-1.5 s of a start of 7-8 s (RESULTS.md, fast-tuning issue).
 """
 
 from __future__ import annotations

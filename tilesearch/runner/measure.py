@@ -125,7 +125,7 @@ def device_facts() -> dict[str, Any]:
 
 
 def warm_up() -> None:
-    """Imports TileLang (about 3 s on the H100 host), so that the first measure does not pay for it."""
+    """Imports TileLang (1.3-1.5 s on the H100 host), so that the first measure does not pay for it."""
     import tilelang  # noqa: F401
 
 

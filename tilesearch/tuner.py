@@ -379,7 +379,7 @@ class _Loop:
         self.trials = settings.trials
         self.budget = max(0, settings.trials - db.evaluated())
         # trials kept for the polish (see TuneSettings)
-        self.polish = min(settings.polish, self.budget // 8) if getattr(search, "polished", True) else 0
+        self.polish = min(settings.polish, self.budget // 8) if search.polished else 0
         self.polishing = False
         self.claims = Claims(db)
         self.heartbeat = Heartbeat(db.storage)

@@ -78,7 +78,8 @@ def _pooled(column: Sequence[RunResult], seed: int, drift: float) -> RunResult:
     if first.tflops is not None and first.latency_ms:
         found["tflops"] = first.tflops * first.latency_ms / spread.median  # the same FLOPs
     baselines = [r.extra.get("baseline_samples") for r in column]
-    if all(b is not None for b in baselines):
+    paired = all(b is not None for b in baselines)
+    if paired:
         ratio = stats.with_drift(stats.pooled_ratio(list(zip(baselines, kernel)), seed=seed), drift)
         found.update(baseline_ms=statistics.median(x for b in baselines for x in b), speedup=ratio.value,
                      speedup_low=ratio.low, speedup_high=ratio.high)
@@ -88,7 +89,7 @@ def _pooled(column: Sequence[RunResult], seed: int, drift: float) -> RunResult:
     throttled = [r.throttled for r in column if r.throttled is not None]
     extra = {**without_samples(first).extra, "processes": len(column),
              "process_figures": [r.speedup if r.speedup is not None else r.latency_ms for r in column],
-             **({"drift": drift} if drift > 0 and all(b is not None for b in baselines) else {})}
+             **({"drift": drift} if drift > 0 and paired else {})}
     return replace(
         first, **found,
         rel_err=max((r.rel_err for r in column if r.rel_err is not None), default=None),

@@ -184,4 +184,3 @@ def with_drift(r: Ratio, drift: float) -> Ratio:
     low = r.value - float(np.hypot(r.value - r.low, extra))
     high = r.value + float(np.hypot(r.high - r.value, extra))
     return Ratio(r.value, low, high)
-

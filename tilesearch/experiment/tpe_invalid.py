@@ -21,10 +21,10 @@ def invalid_proposals(op: Any, problem: Any, target: Any, *, seed: int, trials: 
         sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, group=False, constant_liar=True,
                                              n_startup_trials=10, **({"gamma": gamma} if complete_only else {}))
     study = optuna.create_study(sampler=sampler)
-    gamma.watch(study)
     measured = invalid = 0
     flight = []
     while measured < trials and invalid < 50 * trials:
+        gamma.watch(study)  # a batch of one, as tune's propose(n) would count before asking
         trial = study.ask(distributions)
         config = space.from_params(trial.params)
         if space.why_invalid(config):

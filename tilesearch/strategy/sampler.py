@@ -22,7 +22,7 @@ class SamplerStrategy(Strategy):
         self.name = name
         self.seed = seed
         self._make = make_sampler
-        self._watch = watch  # told the study before each proposal (the sampler's gamma reads it)
+        self._watch = watch  # told the study before each batch of proposals (the sampler's gamma counts it)
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return self._make(self.seed)
@@ -43,18 +43,20 @@ class CompleteGamma:
     invalid ones: the README's 8192^3 TPE command on an H100 made 207 invalid proposals and
     measured its first trial after 33.6 s (19 and 15.6 s in a run whose first draws were luckier),
     and chose a kernel 4% slower. Counted over complete trials, the good group holds measured
-    configurations only and every rejected one ranks with the bad."""
+    configurations only and every rejected one ranks with the bad.
+
+    The complete trials are counted once per batch of proposals (:meth:`watch`), not at every
+    ask: TPE already reads the whole study at each ask, and no trial of the batch completes
+    before the batch is proposed."""
 
     def __init__(self) -> None:
-        self.study: optuna.Study | None = None
+        self.complete: int | None = None
 
     def watch(self, study: optuna.Study) -> None:
-        self.study = study
+        self.complete = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
 
     def __call__(self, n: int) -> int:
-        if self.study is not None:
-            n = len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-        return min(math.ceil(0.1 * n), 25)
+        return min(math.ceil(0.1 * (n if self.complete is None else self.complete)), 25)
 
 
 def tpe(seed: int = 0) -> SamplerStrategy:

@@ -37,8 +37,10 @@ def test_tune_reports_its_phases_the_first_result_and_how_busy_the_runner_was():
     result = tune(TOY_OP, {"size": 64}, runner=_Measuring(), builder=NullBuilder(), strategy="random",
                   trials=12, storage=":memory:", progress=False, retime=0)
     own = {k: v for k, v in result.phases.items() if not k.startswith(("pool:", "worker:"))}
-    assert {"runner start", "study open", "propose", "database", "measure"} <= set(own)
-    assert own["measure"] >= 12 * 0.01 and sum(own.values()) <= result.wall_s
+    assert {"runner start", "study open", "propose", "database", "measure", "wait for measure"} <= set(own)
+    # measure runs beside the tuning process's own phases, which add up to no more than the wall time
+    assert own["measure"] >= 12 * 0.01 and own["wait for measure"] <= own["measure"] <= result.wall_s
+    assert sum(v for k, v in own.items() if k != "measure") <= result.wall_s
     assert 0 < result.first_result_s < result.wall_s
     assert 0 < result.busy_after_first <= 1
 
@@ -61,3 +63,38 @@ def test_tune_verbose_prints_the_phases(tmp_path):
     out = done.stdout
     assert "first measured trial after" in out and "phase " in out and "\npropose " in out
     assert "raced: 0 of 4 trials" in out  # a replayed dataset's figures are served whole
+
+
+def test_the_runner_measures_the_next_trial_while_the_last_one_is_recorded(monkeypatch):
+    """The GPU is not left idle while the tuning process writes a result: the record of the first
+    trial waits until the runner has started the second, which a loop that records before it
+    measures again would never do (the wait would time out)."""
+    import threading
+
+    from tilesearch.database import TuningDatabase
+
+    second = threading.Event()
+    seen = []
+
+    class Counting(SyntheticRunner):
+        replayed = False
+        calls = 0
+
+        def run(self, candidate, incumbent=None):
+            Counting.calls += 1
+            if Counting.calls == 2:
+                second.set()
+            return super().run(candidate, incumbent)
+
+    record = TuningDatabase.record
+
+    def slow_record(self, trial, build, run):
+        if not seen:
+            seen.append(second.wait(timeout=10))
+        return record(self, trial, build, run)
+
+    monkeypatch.setattr(TuningDatabase, "record", slow_record)
+    result = tune(TOY_OP, {"size": 64}, runner=Counting(), builder=NullBuilder(), strategy="random",
+                  trials=6, storage=":memory:", progress=False, retime=0)
+    assert seen == [True]
+    assert result.statuses == {"ok": 6}

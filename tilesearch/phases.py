@@ -7,8 +7,11 @@ compile pool and the measuring worker report for work done elsewhere (``phases.a
 returns the totals in :attr:`~tilesearch.tuner.TuneResult.phases`, and ``tune ... verbose=true``
 prints them.
 
-Phases of the tuning process are parts of its wall time and do not overlap; those of the compile
-pool add up over its worker processes (``compile`` in 15 processes can exceed the wall time).
+Phases of the tuning process are parts of its wall time and do not overlap, but for ``measure``:
+the runner measures in a thread of its own while the tuning process records the trial before and
+proposes the next ones, so ``propose`` and ``database`` overlap it, and ``wait for measure`` is the
+part of it the tuning process spent waiting. Those of the compile pool add up over its worker
+processes (``compile`` in 15 processes can exceed the wall time).
 ``worker:`` phases are the measuring worker's parts of ``measure``: ``time`` for trials timed to
 the full precision, ``time (raced)`` for those that stopped once clearly slower than the best so
 far (:mod:`tilesearch.runner.measure`). ``spare:`` phases are the runner's fresh worker processes
@@ -25,9 +28,10 @@ from contextlib import contextmanager
 
 # the phases ``tune`` records, in the order of a run; ``pool:`` ones add up over worker processes
 ORDER = (
-    "runner start", "study open", "propose", "database", "wait for build", "measure", "final re-time",
+    "runner start", "study open", "propose", "database", "wait for build", "wait for measure", "measure",
+    "final re-time",
     "pool: compile", "pool: compiler processes", "worker: load", "worker: check", "worker: time",
-    "worker: time (raced)", "spare: warm-up (background)", "spare: wait",
+    "worker: time (raced)", "worker: time: throttled, timed again", "spare: warm-up (background)", "spare: wait",
 )
 
 

@@ -3,6 +3,7 @@
 import pytest
 
 from tilesearch import served, versions
+from tilesearch.runner import driver
 from tilesearch.runner.local import LocalRunner
 from tilesearch.space import Categorical, Space
 from tilesearch.testing.cpu import CpuRunner
@@ -70,7 +71,7 @@ def test_anything_unsure_takes_the_usual_path(finished, monkeypatch, why):
 def test_torch_cuda_is_read_without_importing_torch():
     import torch
 
-    assert served._torch_cuda() == (torch.version.cuda or "none")
+    assert driver.torch_cuda() == (torch.version.cuda or "none")
 
 
 def test_without_nvml_or_a_gpu_there_is_no_probe():

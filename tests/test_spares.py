@@ -16,6 +16,7 @@ import pytest
 
 from tilesearch import shutdown, tuner
 from tilesearch.records import Candidate, Status
+from tilesearch.runner import NoDeviceError
 from tilesearch.space import Categorical, Space
 from tilesearch.target import Target
 from tilesearch.testing.cpu import SLEEPY_CPU_OP, CpuRunner
@@ -109,6 +110,66 @@ def test_the_measuring_worker_reports_its_gpu_before_it_warms_up_and_times_only_
         gate.touch()
         runner.close()
     assert not alive(pid)
+
+
+class Quick(Watched):
+    """A CPU runner with a quick start: the facts read in the tuning process (the driver's, on a GPU)."""
+
+    driver_fn = "tilesearch.testing.cpu:driver_facts"
+
+
+def test_a_quick_start_returns_the_facts_before_the_worker_has_started_and_checks_them_there(tmp_path, monkeypatch):
+    # the tuning process proposes and compiles while the whole worker start (here held by a gate
+    # file) runs; spares asked for meanwhile start only after it, and the first trial waits for it
+    from tilesearch.testing.cpu import WARM_GATE
+
+    log, gate = str(tmp_path / "calls.log"), tmp_path / "gate"
+    monkeypatch.setenv(WARM_GATE, str(gate))
+    runner = Quick(timeout=60, log=log)
+    try:
+        assert runner.start() == TARGET
+        assert runner._warming is not None and runner._warming.running and calls(log) == []
+        runner.expect_retime()
+        assert runner.spare_pids == []  # not beside the measuring worker's start
+        gate.touch()
+        result = runner.run(Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128},
+                                      TARGET, FAULTY_CPU_OP))
+        assert result.status == Status.OK
+        pid = runner.worker_pid
+        assert [c for c in calls(log) if c[1] == pid] == [("warm", pid), ("info", pid), ("measure", pid)]
+        assert len(runner.spare_pids) == 2  # started once the measuring worker was up
+    finally:
+        gate.touch()
+        runner.close()
+    assert not alive(pid)
+
+
+def test_a_quick_start_whose_facts_the_worker_contradicts_stops_before_measuring(tmp_path):
+    class Wrong(Quick):
+        driver_fn = "test_spares:wrong_facts"
+
+    storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with pytest.raises(NoDeviceError, match=r"differ from the driver's in num_sms .*TILESEARCH_QUICK_START=0"):
+        tuner.tune(FAULTY_CPU_OP, {"n": 1 << 12}, space=SPACE, runner=Wrong(timeout=60), strategy="grid", trials=2,
+                   retime=0, storage=storage, progress=False)
+
+
+def wrong_facts(env):
+    from tilesearch.testing.cpu import driver_facts
+
+    return {**driver_facts(env), "num_sms": 7}
+
+
+def test_a_quick_start_tunes_as_the_worker_would(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with Quick(timeout=60) as runner:
+        quick = tuner.tune(FAULTY_CPU_OP, {"n": 1 << 12}, space=SPACE, runner=runner, strategy="grid", trials=2,
+                           retime=2, storage=storage, progress=False)
+    with Watched(timeout=60) as runner:
+        again = tuner.tune(FAULTY_CPU_OP, {"n": 1 << 12}, space=SPACE, runner=runner, strategy="grid", trials=2,
+                           retime=2, storage=storage, progress=False)
+    assert quick.study == again.study and again.measured_now == 0  # the same study: the same facts
+    assert quick.statuses == {"ok": 2} and quick.final is not None and quick.final.together
 
 
 def test_closing_during_the_warm_up_leaves_no_process(tmp_path, monkeypatch):

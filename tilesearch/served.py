@@ -4,7 +4,7 @@ Rerunning a finished ``tune`` must be instant: a script that tunes every layer's
 start, or a CI job, reruns it far more often than it measures anything. Which study a run belongs
 to depends on the GPU and the software versions (:mod:`tilesearch.provenance`), and the runner
 learns them by starting its worker process (imports, a CUDA context: 8.7 s on the H100 host,
-most of a 13.7 s no-op rerun). :func:`probe` reads the same facts without CUDA: the GPU's name,
+most of a 13.7 s no-op rerun). :func:`~tilesearch.runner.driver.probe` reads the same facts without CUDA: the GPU's name,
 compute capability and the driver through NVML, torch's CUDA version from its ``version.py``.
 :func:`result` then opens the study they name, read-only, and returns its result when it holds
 the trials asked for, none in flight, and (with ``retime``) a final re-time that covers them.
@@ -15,72 +15,17 @@ of different kinds on one host (which is device N?), no NVML, an unreadable vers
 
 from __future__ import annotations
 
-import re
-import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tilesearch import provenance, versions
 from tilesearch.database import StorageError, TuningDatabase, study_name
-from tilesearch.target import Target, compile_arch
+from tilesearch.runner.driver import Probe, probe  # noqa: F401 - probe: tune calls served.probe()
+from tilesearch.target import Target
 
 if TYPE_CHECKING:
     from tilesearch.op import Operator, Problem
     from tilesearch.tuner import TuneResult, TuneSettings
-
-
-@dataclass(frozen=True)
-class Probe:
-    """What the runner's worker would report, read without CUDA: GPU name, arch and versions."""
-
-    gpu: str
-    arch: str
-    versions: dict[str, Any]
-
-
-def probe() -> Probe | None:
-    """The GPUs' name and arch (``None`` unless every GPU of the host is of one kind) and the
-    versions of :func:`tilesearch.versions.collect` with ``torch_cuda`` and ``driver``."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        kinds = set()
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            name = pynvml.nvmlDeviceGetName(handle)
-            kinds.add((name.decode() if isinstance(name, bytes) else str(name),
-                       tuple(pynvml.nvmlDeviceGetCudaComputeCapability(handle))))
-        driver = pynvml.nvmlSystemGetDriverVersion()
-    except Exception:  # noqa: BLE001 - no NVML, no driver: the usual path finds out
-        return None
-    torch_cuda = _torch_cuda()
-    if len(kinds) != 1 or torch_cuda is None:
-        return None
-    (gpu, (major, minor)), = kinds
-    arch = compile_arch(major, minor)
-    found = {**versions.collect(), "torch_cuda": torch_cuda,
-             "driver": driver.decode() if isinstance(driver, bytes) else str(driver)}
-    return Probe(gpu, arch, found)
-
-
-def _torch_cuda() -> str | None:
-    """``torch.version.cuda`` read from torch's ``version.py`` (importing torch takes seconds, and
-    so did ``importlib.util.find_spec("torch")`` on the GPU host's long path: 0.5-0.8 s); ``None``
-    if it cannot be read."""
-    for entry in sys.path:
-        path = Path(entry or ".") / "torch" / "version.py"
-        try:
-            text = path.read_text()
-        except OSError:
-            continue
-        match = re.search(r"^cuda\s*(?::[^=\n]*)?=\s*(?:(['\"])(.*?)\1|None)\s*$", text, re.M)
-        if match is None:
-            return None
-        return match.group(2) if match.group(1) else "none"
-    return None
 
 
 def result(operator: Operator, problem: Problem, settings: TuneSettings, found: Probe | None) -> TuneResult | None:

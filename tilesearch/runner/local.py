@@ -28,6 +28,8 @@ the H100 host that import took 1.3-1.5 s of a start of 7-8 s (RESULTS.md, fast-t
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
 import threading
 import time
@@ -45,6 +47,11 @@ from tilesearch.workers import CallResult, IsolatedWorker
 
 _CONTEXT_LOST = re.compile(r"CUDA|cuda|illegal|device-side|launch failure|AcceleratorError", re.S)
 WARM_UP_TIMEOUT = 120.0  # seconds a worker process may take to import and make its CUDA context
+QUICK_START_ENV = "TILESEARCH_QUICK_START"  # 0: the GPU's facts come from the started worker, not the driver
+
+
+class DeviceMismatchError(NoDeviceError):
+    """The measuring worker reports other GPU facts than the driver gave at the quick start."""
 
 
 class LocalRunner(Runner):
@@ -59,6 +66,8 @@ class LocalRunner(Runner):
     ``measure_fn``, ``info_fn`` (the start of a worker: facts after warm-up), ``facts_fn`` and
     ``warm_fn`` (the same in two steps, for :meth:`start`) name what the worker runs (import
     paths): a subclass may measure another way, e.g. :class:`tilesearch.testing.cpu.CpuRunner`.
+    ``driver_fn`` names what reads the facts in the tuning process before the worker has started,
+    given the worker's environment (``None``: the worker reports them first).
     """
 
     measure_fn = "tilesearch.runner.measure:measure"
@@ -66,6 +75,7 @@ class LocalRunner(Runner):
     info_fn = "tilesearch.runner.measure:device_info"
     facts_fn = "tilesearch.runner.measure:device_facts"
     warm_fn = "tilesearch.runner.measure:warm_up"
+    driver_fn: str | None = "tilesearch.runner.driver:facts"
 
     def __init__(
         self,
@@ -84,14 +94,23 @@ class LocalRunner(Runner):
         self._versions: dict[str, str] = {}
         self._spares: list[_Warming] = []
         self._warming: _Warming | None = None  # the measuring worker's background warm-up
+        self._expected: dict[str, Any] | None = None  # the driver's facts, which that warm-up must confirm
         self._spares_wanted = 0  # while a re-time is to come: spares kept started
         self._started = 0
         self._spent: dict[str, float] = {}
 
     def start(self) -> Target:
-        """The GPU's facts from the measuring worker, which then warms up in the background (see
-        the module docstring)."""
+        """The GPU's facts, read through the driver while the measuring worker starts in the
+        background, or else from the worker, which then warms up in the background (see the
+        module docstring)."""
         self._settle()
+        early = _resolve(self.driver_fn)(self.env) if self.driver_fn and not self._worker.alive else None
+        if early is not None:
+            info = dict(early)
+            self._versions = info.pop("versions")
+            self._expected = early
+            self._warming = _Warming(self._worker, self.info_fn)
+            return Target.from_dict(info)
         result = self._worker.call(self.facts_fn, timeout=WARM_UP_TIMEOUT)
         if not result.ok:
             self._worker.stop(kill=True)
@@ -104,11 +123,27 @@ class LocalRunner(Runner):
 
     def _settle(self) -> None:
         """Waits for the measuring worker's background warm-up, if any: a worker answers one call
-        at a time. Its failure is not raised here: the next call meets the same cause."""
-        if self._warming is not None:
-            self._warming.wait()
-            self._add("worker: warm-up (background)", self._warming.warm_s)
-            self._warming = None
+        at a time. After a quick start, the worker must report the driver's facts; else its
+        failure is not raised here: the next call meets the same cause."""
+        if self._warming is None:
+            return
+        warming, self._warming = self._warming, None
+        warming.wait()
+        self._add("worker: warm-up (background)", warming.warm_s)
+        expected, self._expected = self._expected, None
+        if expected is not None:
+            self._top_up()  # spares asked for meanwhile start now, not beside the measuring worker's start
+            got = warming.result
+            if got is None or not got.ok:
+                self._worker.stop(kill=True)
+                reason = (got.error or "").strip().splitlines()[0] if got is not None and got.error else "unknown"
+                raise NoDeviceError(f"no CUDA GPU to measure on ({reason})")
+            if got.value != expected:
+                differ = sorted(k for k in {**expected, **got.value} if expected.get(k) != got.value.get(k))
+                raise DeviceMismatchError(
+                    f"the measuring worker's GPU facts differ from the driver's in {', '.join(differ)} "
+                    f"(worker {({k: got.value.get(k) for k in differ})}, driver {({k: expected.get(k) for k in differ})}); "
+                    f"set {QUICK_START_ENV}=0 to take them from the worker")
 
     @property
     def versions(self) -> dict[str, str]:
@@ -131,9 +166,10 @@ class LocalRunner(Runner):
 
     def expect_retime(self) -> None:
         """Starts spare workers in the background, up to ``settings.final_processes`` (see the
-        module docstring)."""
+        module docstring), once the measuring worker has started."""
         self._spares_wanted = self.settings.final_processes
-        self._top_up()
+        if self._expected is None:  # else when the measuring worker is up (_settle)
+            self._top_up()
 
     def retime(self, candidates: Sequence[Candidate], peers: Sequence[Peer] = ()) -> list[RunResult]:
         """All ``candidates``, the ``peers`` and the baseline interleaved in the same rounds, in a
@@ -258,6 +294,15 @@ class LocalRunner(Runner):
             spare.join()
 
 
+def _resolve(path: str) -> Any:
+    """The function an import path ``module:name`` names; with :data:`QUICK_START_ENV` set to 0,
+    one that reads nothing (the worker reports the facts)."""
+    if os.environ.get(QUICK_START_ENV, "1") == "0":
+        return lambda env: None
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 class _Warming:
     """A worker process warming up (imports, CUDA context) in a thread of its own: a spare, or
     the measuring worker after :meth:`LocalRunner.start`."""
@@ -277,6 +322,11 @@ class _Warming:
         except Exception as exc:  # noqa: BLE001 - closed while warming up (the runner is closing): data, no traceback
             self._result = CallResult(False, error=f"{type(exc).__name__}: {exc}")
         self.warm_s = time.perf_counter() - began
+
+    @property
+    def result(self) -> CallResult | None:
+        """The warm-up call's result, once it ended."""
+        return None if self._thread.is_alive() else self._result
 
     @property
     def ready(self) -> bool:

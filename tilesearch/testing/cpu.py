@@ -42,6 +42,7 @@ class CpuRunner(LocalRunner):
     info_fn = "tilesearch.testing.cpu:device_info"
     facts_fn = "tilesearch.testing.cpu:device_facts"
     warm_fn = "tilesearch.testing.cpu:warm_up"
+    driver_fn = None  # the worker reports the facts; tests opt in to a quick start (driver_facts)
 
     def __init__(self, *args: Any, log: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -69,6 +70,16 @@ def device_facts() -> dict[str, Any]:
     from tilesearch import versions
 
     _log("info")
+    info = Target.from_arch("sm_90a", gpu="cpu").to_dict()
+    info["versions"] = versions.collect()
+    return info
+
+
+def driver_facts(env: dict[str, str]) -> dict[str, Any]:
+    """What :func:`device_facts` reports, read in the tuning process: the CPU runner's stand-in
+    for :func:`tilesearch.runner.driver.facts`, for a test of the quick start."""
+    from tilesearch import versions
+
     info = Target.from_arch("sm_90a", gpu="cpu").to_dict()
     info["versions"] = versions.collect()
     return info

@@ -1,0 +1,43 @@
+"""The GPU's facts read without torch (tilesearch.runner.driver), for the runner's quick start."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tilesearch.runner import driver
+
+
+def test_the_script_reads_nothing_but_the_standard_library():
+    # it runs as a script in an isolated interpreter: a package import there would fail, or cost seconds
+    done = subprocess.run([sys.executable, "-I", "-S", "-c",
+                           f"import runpy, sys; sys.modules['ctypes'] = None; runpy.run_path({driver.__file__!r}, run_name='__main__')"],
+                          capture_output=True, text=True, timeout=60)
+    assert "import of ctypes halted" in done.stderr  # got as far as the driver, and no further
+
+
+def test_without_a_driver_or_a_cuda_build_there_are_no_facts(monkeypatch):
+    monkeypatch.setattr(driver, "probe", lambda: None)
+    assert driver.facts() is None
+    monkeypatch.setattr(driver, "probe", lambda: driver.Probe("NVIDIA H100 80GB HBM3", "sm_90a", {"torch_cuda": "none"}))
+    assert driver.facts() is None  # a CPU build of torch: the worker could not measure
+
+
+def test_a_child_that_fails_gives_no_facts(monkeypatch):
+    monkeypatch.setattr(driver, "probe", lambda: driver.Probe("NVIDIA H100 80GB HBM3", "sm_90a", {"torch_cuda": "12.8"}))
+    monkeypatch.setattr(driver, "__file__", "/nonexistent/driver.py")
+    assert driver.facts() is None
+
+
+@pytest.mark.gpu
+def test_the_drivers_facts_are_the_workers():
+    from tilesearch.runner.local import LocalRunner
+
+    runner = LocalRunner(device=0)
+    runner.driver_fn = None  # the worker reports them
+    try:
+        target = runner.start()
+        worker = {**target.to_dict(), "versions": runner.versions}
+    finally:
+        runner.close()
+    assert driver.facts({"CUDA_VISIBLE_DEVICES": "0"}) == worker

@@ -452,10 +452,12 @@ def figures(kernel: Sequence[float], baseline: Sequence[float] | None, seed: int
 
 
 def timed(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
-          race: Race | None = None) -> tuple[list[list[float]], dict[str, Any]]:
+          race: Race | None = None) -> tuple[list[list[float]], dict[str, Any], float]:
     """:func:`rounds` (racing with ``race``) with NVML readings around them; timed once more if
-    the clock was throttled. Returns the samples and the clock record (``throttled`` only if the
-    second try was too)."""
+    the clock was throttled. Returns the samples, the clock record (``throttled`` only if the
+    second try was too) and the seconds the first try and the pause after it took where there
+    was a second (0 otherwise)."""
+    began = time.perf_counter()
     for attempt in (1, 2):
         readings: list[nvml.Reading | None] = []
         if race is not None:
@@ -464,10 +466,12 @@ def timed(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
         record = nvml.figures(readings)  # read while each batch ran: the clock under load
         low = nvml.throttled(record.get("sm_clock_mhz"))
         if not low:
-            return samples, {**record, "throttled": False} if record else {}
+            again = time.perf_counter() - began if attempt == 2 else 0.0
+            return samples, {**record, "throttled": False} if record else {}, again
         if attempt == 1:
             time.sleep(1.0)
-    return samples, {**record, "throttled": True}
+            again = time.perf_counter() - began
+    return samples, {**record, "throttled": True}, again
 
 
 def measure(candidate: Candidate, settings: MeasureSettings, incumbent: Incumbent | None = None) -> RunResult:
@@ -503,9 +507,11 @@ def measure(candidate: Candidate, settings: MeasureSettings, incumbent: Incumben
     if base is not None:
         fns.append(placed.cycle(lambda own: base if own is placed.inputs[0] else op.baseline(problem, own)))
     race = racer(incumbent, settings, baseline=base is not None)
-    samples, clock = timed(fns, settings, candidate.target.l2_bytes, race)
+    samples, clock, again = timed(fns, settings, candidate.target.l2_bytes, race)
     found = figures(samples[0], samples[1] if base is not None else None, settings.seed)
-    phases["time (raced)" if race is not None and race.stopped else "time"] = time.perf_counter() - timing
+    phases["time (raced)" if race is not None and race.stopped else "time"] = time.perf_counter() - timing - again
+    if again:
+        phases["time: throttled, timed again"] = again
     return RunResult(
         Status.OK,
         tflops=op.flops(problem) / (found["latency_ms"] * 1e-3) / 1e12,
@@ -571,7 +577,7 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
     base = op.baseline(problem, inputs) if settings.baseline else None
     if base is not None:
         fns.append(placed.cycle(lambda own: base if own is placed.inputs[0] else op.baseline(problem, own)))
-    samples, clock = timed(fns, settings, first.target.l2_bytes) if fns else ([], {})
+    samples, clock, _ = timed(fns, settings, first.target.l2_bytes) if fns else ([], {}, 0.0)
     del lead  # held until the rounds are timed
     baseline = samples[-1] if base is not None else None
     out, column = [], 0

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Times README's main command on the GPU host, alternating source trees, each run on a fresh
+# storage, with tune's verbose breakdown kept per run (fast-tuning issue). Source
+# scripts/gpu-host.sh first. Each argument is LABEL=TREE: TREE is a checkout of tilesearch (the
+# working tree ".", or an older commit unpacked with `git archive COMMIT | tar -x -C .before`),
+# run with its own package first on the path. The first run meets an empty compile cache on a
+# fresh machine; later ones find most configurations compiled. Writes $OUT/tune_main_LABEL_I.txt
+# and prints one line per run.
+#   bash scripts/time_main_command.sh after=. before=.before after=. before=.before
+set -u
+out=${OUT:-/tmp}
+i=0
+for spec in "$@"; do
+  i=$((i + 1))
+  label=${spec%%=*}
+  tree=$(cd "${spec#*=}" && pwd)
+  log="$out/tune_main_${label}_$i.txt"
+  start=$(date +%s.%N)
+  PYTHONPATH="$tree:$PYTHONPATH" python3 -m tilesearch.cli tune op=gemm m=8192 n=8192 k=8192 dtype=float16 \
+    strategy=tpe trials=48 verbose=true progress=false "storage=sqlite:///$out/main_${label}_$i.db" > "$log" 2>&1
+  rc=$?
+  wall=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+  echo "$label run $i: rc=$rc wall=${wall}s $(grep -m1 -o 'first measured trial after [0-9.]* s' "$log")" \
+       "$(grep -m1 -o 'statuses: .*' "$log")"
+  grep -m1 -E '^ *[0-9]+ +chosen ' "$log" || tail -5 "$log"
+done

@@ -20,7 +20,8 @@ for spec in "$@"; do
     strategy=tpe trials=48 verbose=true progress=false "storage=sqlite:///$out/main_${label}_$i.db" > "$log" 2>&1
   rc=$?
   wall=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
-  echo "$label run $i: rc=$rc wall=${wall}s $(grep -m1 -o 'first measured trial after [0-9.]* s' "$log")" \
+  echo "$label run $i: rc=$rc wall=${wall}s $(grep -m1 -o 'first measured trial after [0-9.]* s; runner busy [0-9]*%' "$log")" \
        "$(grep -m1 -o 'statuses: .*' "$log")"
+  grep -E '^(runner start|propose|database|wait for|measure|final re-time|worker: (time|warm))' "$log" | tr -s ' ' | paste -sd';' 
   grep -m1 -E '^ *[0-9]+ +chosen ' "$log" || tail -5 "$log"
 done

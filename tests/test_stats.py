@@ -130,6 +130,36 @@ def test_a_throttled_timing_is_taken_again_and_flagged_if_it_stays_low(monkeypat
     assert len(calls) == 2 and clock["throttled"] is True and clock["sm_clock_mhz"] == 1100 and again > 0
 
 
+def test_a_throttled_loser_by_ratio_is_not_timed_again_but_flagged(monkeypatch):
+    from tilesearch.runner import measure
+
+    calls = []
+
+    def fake_rounds(fns, settings, l2_bytes, busy=None, race=None):
+        calls.append(1)
+        busy()
+        samples = [[1.0] * 10 for _ in fns]
+        if race is not None:
+            race(samples)
+        return samples
+
+    monkeypatch.setattr(measure, "rounds", fake_rounds)
+    monkeypatch.setattr(nvml, "_SEEN", [1980.0] * 3)
+    monkeypatch.setattr(nvml, "read", lambda: nvml.Reading(1200, 60, 700))
+    monkeypatch.setattr(measure.time, "sleep", lambda s: None)
+    lost = measure.Race(2.0, baseline=True, margin=0.03, seed=0)  # the incumbent is twice the baseline's speed
+    _, clock, again = measure.timed([None, None], MeasureSettings(), 0, lost)
+    assert lost.stopped and len(calls) == 1 and again == 0 and clock["throttled"] is True
+    calls.clear()
+    close = measure.Race(1.0, baseline=True, margin=0.03, seed=0)  # a trial near the incumbent: its figures matter
+    _, clock, again = measure.timed([None, None], MeasureSettings(), 0, close)
+    assert not close.stopped and len(calls) == 2 and again > 0
+    calls.clear()
+    by_latency = measure.Race(0.5, baseline=False, margin=0.03, seed=0)  # no baseline: the clock is in the figure
+    _, clock, again = measure.timed([None], MeasureSettings(), 0, by_latency)
+    assert by_latency.stopped and len(calls) == 2
+
+
 def test_drift_widens_the_interval_in_quadrature_and_keeps_the_value():
     r = stats.Ratio(0.92, 0.918, 0.923)
     wide = stats.with_drift(r, 0.003)

@@ -160,7 +160,20 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
                 return f"swap_ab: block_n {c['block_n']} is not a multiple of the warp groups' MMA rows ({rows})"
         return None
 
-    checks = [shared_memory, registers, lowering, swapped]
+    def hangs(c: Mapping[str, Any]) -> str | None:
+        # scripts/hang_probe.py on an H100 (8192^3 float16): 128x256x32, full_col, persistent,
+        # warp-specialized (on or role_based), 2 stages, direct epilogue passed its check and hung
+        # within 50 launches in 3 of 3 processes, and in 3 of 7 tunes of README's command; 3 or 4
+        # stages, the smem epilogue, full_row, block_k 64 or no persistent loop: 0 hangs in 6000
+        # launches each. The producer warps run ahead into the next tile while the consumers still
+        # store this one, and two stages leave them no slack.
+        if (c.get("persistent", False) and c.get("warp_specialize", "on") != "off" and c["num_stages"] == 2
+                and c.get("epilogue", "direct") == "direct"):
+            return ("persistent: a warp-specialized persistent loop with 2 stages and a direct epilogue "
+                    "hangs (TileLang 0.1.15 on sm_90a)")
+        return None
+
+    checks = [shared_memory, registers, lowering, swapped, hangs]
     if problem is None:
         return checks
     m, n, k, sms = problem["m"], problem["n"], problem["k"], target.num_sms

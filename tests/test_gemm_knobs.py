@@ -116,6 +116,16 @@ def test_persistent_only_with_more_tiles_than_sms():
     assert small.why_invalid(config(persistent=True)) == "persistent: 96 tiles fit in one wave over 132 SMs"
 
 
+def test_the_persistent_loop_that_hung_is_pruned_and_its_neighbours_are_not():
+    space = space_of(8192, 8192, 8192)
+    hung = config(block_m=128, block_n=256, block_k=32, num_stages=2, persistent=True, warp_policy="full_col",
+                  threads=256, epilogue="direct", warp_specialize="role_based")
+    assert space.why_invalid(hung).startswith("persistent: a warp-specialized persistent loop with 2 stages")
+    assert space.why_invalid({**hung, "warp_specialize": "on"}).startswith("persistent:")
+    for change in ({"num_stages": 3}, {"epilogue": "smem"}, {"persistent": False}):
+        assert space.why_invalid({**hung, **change}) is None, change
+
+
 def test_lowering_switches_prune_combinations_that_give_the_same_kernel():
     space = space_of(4096, 4096, 4096)
     assert space.why_invalid(config(tma=False, warp_specialize="off")) is None

@@ -6,6 +6,7 @@ import warnings
 import optuna
 from optuna.trial import TrialState
 
+from tilesearch.space import Categorical, Space
 from tilesearch.strategy.sampler import CompleteGamma, tpe
 
 
@@ -39,10 +40,49 @@ def test_tpe_is_made_without_a_warning_and_told_the_study_before_it_proposes():
 
     class Context:
         db = Db()
+        space = Space([Categorical("a", (1, 2))])
 
         def ask(self):
             return "proposal"
 
     Context.db.study = study
     assert strategy.propose(Context(), 2) == ["proposal", "proposal"]
-    assert strategy._watch.__self__.complete == 0
+    assert strategy._watch.gamma.complete == 0
+    assert sampler.valid({"a": 2}) is True  # told the space too
+
+
+def test_tpe_proposes_what_the_constraints_accept(monkeypatch):
+    """Half of this space breaks its constraint, and the best configuration lies next to it: TPE
+    told the space proposes no invalid configuration in its random start or after it, but for the
+    very first (no trial yet shows which knobs there are), where Optuna's proposes many."""
+    from tilesearch.strategy import sampler as sampler_module
+
+    space = Space([Categorical("a", tuple(range(8))), Categorical("b", tuple(range(8)))],
+                  [lambda c: "a above b" if c["a"] > c["b"] else None])
+
+    def invalid_proposals(told):
+        monkeypatch.setattr(sampler_module, "validity", validity if told else lambda space: None)
+        strategy = tpe(seed=0)
+        study = optuna.create_study(sampler=strategy.sampler())
+
+        class Context:
+            class db:
+                pass
+
+        Context.db.study = study
+        Context.space = space
+        invalid = 0
+        for number in range(60):
+            strategy._watch(Context)
+            trial = study.ask(space.distributions())
+            config = space.from_params(trial.params)
+            if space.why_invalid(config):
+                invalid += 1
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            else:
+                study.tell(trial, abs(config["a"] - 5) + abs(config["b"] - 6))
+        return invalid
+
+    validity = sampler_module.validity
+    told, plain = invalid_proposals(True), invalid_proposals(False)
+    assert told <= 1 and plain >= 15, (told, plain)

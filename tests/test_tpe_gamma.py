@@ -36,7 +36,8 @@ def test_tpe_is_made_without_a_warning_and_told_the_study_before_it_proposes():
     study = optuna.create_study(sampler=sampler)
 
     class Db:
-        pass
+        def trials(self):  # one finished: the sampler knows the knobs and proposes
+            return [optuna.trial.create_trial(state=TrialState.COMPLETE, value=1.0)]
 
     class Context:
         db = Db()
@@ -72,7 +73,7 @@ def test_tpe_proposes_what_the_constraints_accept(monkeypatch):
         Context.db.study = study
         Context.space = space
         invalid = 0
-        for number in range(60):
+        for _ in range(60):
             strategy._watch(Context)
             trial = study.ask(space.distributions())
             config = space.from_params(trial.params)
@@ -86,3 +87,26 @@ def test_tpe_proposes_what_the_constraints_accept(monkeypatch):
     validity = sampler_module.validity
     told, plain = invalid_proposals(True), invalid_proposals(False)
     assert told <= 1 and plain >= 15, (told, plain)
+
+
+def test_tpe_starts_with_valid_configurations_before_any_trial_shows_the_knobs():
+    # README's command's first batch (19 proposals, 15 compile workers) came before any trial had
+    # finished, so TPE drew each knob on its own: 10 of them were invalid on the H100
+    import warnings as w
+
+    from tilesearch import registry, tune
+    from tilesearch.builder import NullBuilder
+    from tilesearch.target import Target
+    from tilesearch.testing.synthetic import SyntheticRunner, gemm_latency
+
+    target = Target.from_arch("sm_90a", gpu="synthetic")
+    op = registry.load("gemm")
+    problem = op.problem(m=8192, n=8192, k=8192, dtype="float16")
+    runner = SyntheticRunner(lambda c: gemm_latency(problem.to_dict(), c, target), target=target)
+    builder = NullBuilder()
+    builder.workers = 15
+    with w.catch_warnings():
+        w.simplefilter("ignore")
+        result = tune("gemm", problem, strategy="tpe", runner=runner, builder=builder, storage=":memory:", trials=24,
+                      seed=1, progress=False, retime=0)
+    assert result.statuses.get("invalid", 0) <= 1 and result.statuses.get("ok", 0) + result.statuses.get("wrong_result", 0) == 24

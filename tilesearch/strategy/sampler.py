@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,9 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
+from tilesearch.space import config_key
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
+from tilesearch.strategy.enumerated import candidate_key
 
 
 class SamplerStrategy(Strategy):
@@ -20,11 +23,14 @@ class SamplerStrategy(Strategy):
     cost no compilation."""
 
     def __init__(self, name: str, make_sampler: Callable[[int], optuna.samplers.BaseSampler], seed: int = 0,
-                 watch: Callable[[SearchContext], None] | None = None) -> None:
+                 watch: Callable[[SearchContext], None] | None = None, valid_start: bool = False) -> None:
         self.name = name
         self.seed = seed
         self._make = make_sampler
         self._watch = watch  # told the search before each batch of proposals (the study, the space)
+        # the first batch: a sampler learns the knobs from finished trials, so before any it
+        # draws each knob on its own, over invalid configurations too (10 of README's first 19)
+        self._start = random.Random(seed) if valid_start else None
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return self._make(self.seed)
@@ -32,7 +38,23 @@ class SamplerStrategy(Strategy):
     def propose(self, context: SearchContext, n: int) -> list[Proposal]:
         if self._watch is not None:
             self._watch(context)
+        if self._start is not None and not any(t.state.is_finished() for t in context.db.trials()):
+            return self._valid_start(context, n)
         return [context.ask() for _ in range(n)]
+
+    def _valid_start(self, context: SearchContext, n: int) -> list[Proposal]:
+        """``n`` distinct valid configurations drawn uniformly (``Space.sample``), none taken."""
+        assert self._start is not None
+        taken, keys, out = context.taken(), set(), []
+        for _ in range(20 * n):
+            if len(out) == n:
+                break
+            config = context.space.sample(self._start)
+            key = config_key(config)
+            if key not in keys and candidate_key(context, config) not in taken:
+                keys.add(key)
+                out.append(Proposal(config))
+        return out
 
 
 class CompleteGamma:
@@ -78,8 +100,9 @@ class ValidTPE(optuna.samplers.TPESampler):
     to valid configurations). Where a draw holds no valid candidate, TPE draws again, up to
     :data:`REDRAWS` times, and then returns the last, which is recorded as pruned as before.
     The random start draws uniformly over the valid configurations instead of one knob at a
-    time over all of them (11 of those 55 invalid proposals). ``valid`` is told before each
-    batch of proposals (:func:`tpe`); without it this is Optuna's TPE.
+    time over all of them (11 of those 55 invalid proposals; its first batch, before any trial
+    shows the knobs, comes from :class:`SamplerStrategy`'s ``valid_start``). ``valid`` is told
+    before each batch of proposals (:func:`tpe`); without it this is Optuna's TPE.
 
     The score is Optuna's private ``_compute_acquisition_func``; an Optuna without it leaves
     only the redraws."""
@@ -173,7 +196,7 @@ def tpe(seed: int = 0) -> SamplerStrategy:
         watch.samplers.append(sampler)
         return sampler
 
-    return SamplerStrategy("tpe", make, seed, watch=watch)
+    return SamplerStrategy("tpe", make, seed, watch=watch, valid_start=True)
 
 
 def gp(seed: int = 0) -> SamplerStrategy:

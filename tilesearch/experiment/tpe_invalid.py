@@ -86,7 +86,7 @@ def tune_replay(seeds: int, told: bool, trials: int = 48) -> list[tuple[int, flo
     (made up, with the real space's shape), a null builder "compiles" at once with 15 workers' worth
     of pipeline, as on the GPU host. Per seed: the invalid proposals, the tuning process's seconds
     of proposing and recording (what the GPU waits for), and the best latency found as a share of
-    the space's best. ``told=False`` leaves TPE untold of the constraints (Optuna's TPE)."""
+    the space's best. ``told=False`` runs TPE as it was before it was told the constraints."""
     import tempfile
 
     from tilesearch import registry, tune
@@ -100,25 +100,33 @@ def tune_replay(seeds: int, told: bool, trials: int = 48) -> list[tuple[int, flo
     problem = op.problem(m=8192, n=8192, k=8192, dtype="float16")
     params = problem.to_dict()
     best = min(ms for c in op.space(problem, target).enumerate() if (ms := gemm_latency(params, c, target)) is not None)
-    validity = sampler.validity
     rows = []
-    try:
-        if not told:
-            sampler.validity = lambda space: None
-        for seed in range(seeds):
-            runner = SyntheticRunner(lambda c: gemm_latency(params, c, target), target=target)
-            builder = NullBuilder()
-            builder.workers = 15
-            with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                result = tune("gemm", problem, strategy="tpe", runner=runner, builder=builder, trials=trials,
-                              seed=seed, storage=f"sqlite:///{tmp}/study.db", progress=False, retime=0)
-            found = min(gemm_latency(params, c.config, target) or float("inf") for c in runner.calls)
-            rows.append((result.statuses.get("invalid", 0), result.phases["propose"] + result.phases["database"],
-                         best / found))
-    finally:
-        sampler.validity = validity
+    for seed in range(seeds):
+        runner = SyntheticRunner(lambda c: gemm_latency(params, c, target), target=target)
+        builder = NullBuilder()
+        builder.workers = 15
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = tune("gemm", problem, strategy=sampler.tpe(seed) if told else _untold_tpe(seed), runner=runner,
+                          builder=builder, trials=trials, seed=seed, storage=f"sqlite:///{tmp}/study.db",
+                          progress=False, retime=0)
+        found = min(gemm_latency(params, c.config, target) or float("inf") for c in runner.calls)
+        rows.append((result.statuses.get("invalid", 0), result.phases["propose"] + result.phases["database"],
+                     best / found))
     return rows
+
+
+def _untold_tpe(seed: int) -> Any:
+    """``strategy=tpe`` as it was before it was told the constraints (commit ``6cb093b``): Optuna's
+    TPE with :class:`~tilesearch.strategy.sampler.CompleteGamma`, its first batch drawn knob by knob."""
+    import optuna
+
+    from tilesearch.strategy.sampler import CompleteGamma, SamplerStrategy
+
+    gamma = CompleteGamma()
+    return SamplerStrategy("tpe", lambda s: optuna.samplers.TPESampler(
+        seed=s, multivariate=True, group=False, constant_liar=True, n_startup_trials=10, gamma=gamma), seed,
+        watch=lambda context: gamma.watch(context.db.study))
 
 
 def print_tune_replay(seeds: int) -> None:

@@ -20,7 +20,8 @@ from tilesearch.strategy.enumerated import candidate_key
 class SamplerStrategy(Strategy):
     """Lets an Optuna sampler choose. Configurations it picks that a constraint rejects are
     recorded as pruned (TPE then ranks them with the bad trials, see :class:`CompleteGamma`) and
-    cost no compilation."""
+    cost no compilation. With ``valid_start``, the proposals made before any trial has finished
+    are valid configurations drawn uniformly, not the sampler's knob-by-knob draws."""
 
     def __init__(self, name: str, make_sampler: Callable[[int], optuna.samplers.BaseSampler], seed: int = 0,
                  watch: Callable[[SearchContext], None] | None = None, valid_start: bool = False) -> None:
@@ -39,17 +40,23 @@ class SamplerStrategy(Strategy):
         if self._watch is not None:
             self._watch(context)
         if self._start is not None and not any(t.state.is_finished() for t in context.db.trials()):
-            return self._valid_start(context, n)
+            start = self._valid_start(context, n)
+            if start is not None:
+                return start
         return [context.ask() for _ in range(n)]
 
-    def _valid_start(self, context: SearchContext, n: int) -> list[Proposal]:
-        """``n`` distinct valid configurations drawn uniformly (``Space.sample``), none taken."""
+    def _valid_start(self, context: SearchContext, n: int) -> list[Proposal] | None:
+        """``n`` distinct valid configurations drawn uniformly (``Space.sample``), none taken;
+        ``None`` where valid ones are too rare to draw (the sampler proposes then)."""
         assert self._start is not None
         taken, keys, out = context.taken(), set(), []
         for _ in range(20 * n):
             if len(out) == n:
                 break
-            config = context.space.sample(self._start)
+            try:
+                config = context.space.sample(self._start)
+            except RuntimeError:
+                return None
             key = config_key(config)
             if key not in keys and candidate_key(context, config) not in taken:
                 keys.add(key)

@@ -130,13 +130,13 @@ def _untold_tpe(seed: int) -> Any:
 
 
 def print_tune_replay(seeds: int) -> None:
-    print("README's main command replayed on the CPU (synthetic latencies): per seed, TPE told the "
-          "constraints | Optuna's TPE")
+    print("README's main command replayed on the CPU (synthetic latencies): per seed, strategy=tpe told the "
+          "constraints | as before (Optuna's TPE with CompleteGamma, a knob-by-knob first batch)")
     print("seed  invalid  propose+database s  best found  |  invalid  propose+database s  best found")
     told, plain = tune_replay(seeds, True), tune_replay(seeds, False)
     for seed, (a, b) in enumerate(zip(told, plain)):
         print(f"{seed:4d}  {a[0]:7d}  {a[1]:18.2f}  {a[2]:10.3f}  |  {b[0]:7d}  {b[1]:18.2f}  {b[2]:10.3f}")
-    for name, rows in (("told", told), ("optuna", plain)):
+    for name, rows in (("told", told), ("before", plain)):
         print(f"{name}: median invalid {statistics.median(r[0] for r in rows):g}, median propose+database "
               f"{statistics.median(r[1] for r in rows):.2f} s, best found median {statistics.median(r[2] for r in rows):.3f}, "
               f"worst {min(r[2] for r in rows):.3f}")

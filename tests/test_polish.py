@@ -2,15 +2,13 @@
 configuration's untried rivals (the op's) and neighbours one step along an ordered knob, once
 every search result is in (``TuneSettings.polish``)."""
 
-import warnings
 
 import pytest
 
-from tilesearch import registry, tune
-from tilesearch.builder import NullBuilder
+from tilesearch import registry
 from tilesearch.space import Categorical, IntRange, Space, config_key
 from tilesearch.target import Target
-from tilesearch.testing.synthetic import SyntheticRunner, gemm_latency
+from tilesearch.testing.synthetic import gemm_latency, tune_gemm
 from tilesearch.tuner import SettingsError, TuneSettings
 
 TARGET = Target.from_arch("sm_90a", gpu="synthetic")
@@ -19,15 +17,9 @@ TARGET = Target.from_arch("sm_90a", gpu="synthetic")
 def _tune(trials, polish, seed=0, strategy="random"):
     op = registry.load("gemm")
     problem = op.problem(m=1024, n=1024, k=1024, dtype="float16")
-    runner = SyntheticRunner(lambda c: gemm_latency(problem.to_dict(), c, TARGET), target=TARGET)
-    builder = NullBuilder()
-    builder.workers = 3
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = tune("gemm", problem, strategy=strategy, runner=runner, builder=builder, storage=":memory:",
-                      trials=trials, seed=seed, polish=polish, progress=False, retime=0)
+    result, calls = tune_gemm(problem.to_dict(), strategy=strategy, trials=trials, seed=seed, workers=3, polish=polish)
     space = op.space(problem, TARGET)
-    return space, [c.config for c in runner.calls], problem, result
+    return space, [c.config for c in calls], problem, result
 
 
 def test_the_last_trials_are_the_searched_best_s_untried_steps():

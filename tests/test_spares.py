@@ -87,17 +87,24 @@ def test_the_final_retime_runs_in_spares_started_before_the_search(tmp_path):
     assert line.endswith("-")  # background: no share of the wall time
 
 
-def test_the_measuring_worker_reports_its_gpu_before_it_warms_up_and_times_only_after(tmp_path, monkeypatch):
-    # start() returns the GPU's facts while TileLang's import (here: a gate file) is still
-    # running in the worker, so the first configurations compile meanwhile; the first trial waits
+def held_warm_up(runner_class, tmp_path, monkeypatch):
+    """A started runner of ``runner_class`` whose measuring worker's warm-up waits for the
+    returned gate file (the CPU runner's stand-in for a slow import): ``(runner, log, gate)``."""
     from tilesearch.testing.cpu import WARM_GATE
 
     log, gate = str(tmp_path / "calls.log"), tmp_path / "gate"
     monkeypatch.setenv(WARM_GATE, str(gate))
-    runner = CpuRunner(timeout=60, log=log)
+    runner = runner_class(timeout=60, log=log)
+    assert runner.start() == TARGET
+    assert runner._warming is not None and runner._warming.running
+    return runner, log, gate
+
+
+def test_the_measuring_worker_reports_its_gpu_before_it_warms_up_and_times_only_after(tmp_path, monkeypatch):
+    # start() returns the GPU's facts while TileLang's import (here: a gate file) is still
+    # running in the worker, so the first configurations compile meanwhile; the first trial waits
+    runner, log, gate = held_warm_up(CpuRunner, tmp_path, monkeypatch)
     try:
-        assert runner.start() == TARGET
-        assert runner._warming is not None and runner._warming.running
         pid = runner.worker_pid
         assert calls(log) == [("info", pid)]  # the facts, not the warm-up
         gate.touch()
@@ -121,14 +128,9 @@ class Quick(Watched):
 def test_a_quick_start_returns_the_facts_before_the_worker_has_started_and_checks_them_there(tmp_path, monkeypatch):
     # the tuning process proposes and compiles while the whole worker start (here held by a gate
     # file) runs; spares asked for meanwhile start only after it, and the first trial waits for it
-    from tilesearch.testing.cpu import WARM_GATE
-
-    log, gate = str(tmp_path / "calls.log"), tmp_path / "gate"
-    monkeypatch.setenv(WARM_GATE, str(gate))
-    runner = Quick(timeout=60, log=log)
+    runner, log, gate = held_warm_up(Quick, tmp_path, monkeypatch)
     try:
-        assert runner.start() == TARGET
-        assert runner._warming is not None and runner._warming.running and calls(log) == []
+        assert calls(log) == []
         runner.expect_retime()
         assert runner.spare_pids == []  # not beside the measuring worker's start
         gate.touch()

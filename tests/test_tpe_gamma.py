@@ -92,21 +92,7 @@ def test_tpe_proposes_what_the_constraints_accept(monkeypatch):
 def test_tpe_starts_with_valid_configurations_before_any_trial_shows_the_knobs():
     # README's command's first batch (19 proposals, 15 compile workers) came before any trial had
     # finished, so TPE drew each knob on its own: 10 of them were invalid on the H100
-    import warnings as w
+    from tilesearch.testing.synthetic import tune_gemm
 
-    from tilesearch import registry, tune
-    from tilesearch.builder import NullBuilder
-    from tilesearch.target import Target
-    from tilesearch.testing.synthetic import SyntheticRunner, gemm_latency
-
-    target = Target.from_arch("sm_90a", gpu="synthetic")
-    op = registry.load("gemm")
-    problem = op.problem(m=8192, n=8192, k=8192, dtype="float16")
-    runner = SyntheticRunner(lambda c: gemm_latency(problem.to_dict(), c, target), target=target)
-    builder = NullBuilder()
-    builder.workers = 15
-    with w.catch_warnings():
-        w.simplefilter("ignore")
-        result = tune("gemm", problem, strategy="tpe", runner=runner, builder=builder, storage=":memory:", trials=24,
-                      seed=1, progress=False, retime=0)
+    result, _ = tune_gemm({"m": 8192, "n": 8192, "k": 8192, "dtype": "float16"}, strategy="tpe", trials=24, seed=1)
     assert result.statuses.get("invalid", 0) <= 1 and result.statuses.get("ok", 0) + result.statuses.get("wrong_result", 0) == 24

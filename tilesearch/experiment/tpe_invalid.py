@@ -89,11 +89,10 @@ def tune_replay(seeds: int, told: bool, trials: int = 48) -> list[tuple[int, flo
     the space's best. ``told=False`` runs TPE as it was before it was told the constraints."""
     import tempfile
 
-    from tilesearch import registry, tune
-    from tilesearch.builder import NullBuilder
+    from tilesearch import registry
     from tilesearch.strategy import sampler
     from tilesearch.target import Target
-    from tilesearch.testing.synthetic import SyntheticRunner, gemm_latency
+    from tilesearch.testing.synthetic import gemm_latency, tune_gemm
 
     target = Target.from_arch("sm_90a", gpu="synthetic")
     op = registry.load("gemm")
@@ -102,15 +101,10 @@ def tune_replay(seeds: int, told: bool, trials: int = 48) -> list[tuple[int, flo
     best = min(ms for c in op.space(problem, target).enumerate() if (ms := gemm_latency(params, c, target)) is not None)
     rows = []
     for seed in range(seeds):
-        runner = SyntheticRunner(lambda c: gemm_latency(params, c, target), target=target)
-        builder = NullBuilder()
-        builder.workers = 15
-        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            result = tune("gemm", problem, strategy=sampler.tpe(seed) if told else _untold_tpe(seed), runner=runner,
-                          builder=builder, trials=trials, seed=seed, storage=f"sqlite:///{tmp}/study.db",
-                          progress=False, retime=0)
-        found = min(gemm_latency(params, c.config, target) or float("inf") for c in runner.calls)
+        with tempfile.TemporaryDirectory() as tmp:
+            result, calls = tune_gemm(params, strategy=sampler.tpe(seed) if told else _untold_tpe(seed), trials=trials,
+                                      seed=seed, storage=f"sqlite:///{tmp}/study.db")
+        found = min(gemm_latency(params, c.config, target) or float("inf") for c in calls)
         rows.append((result.statuses.get("invalid", 0), result.phases["propose"] + result.phases["database"],
                      best / found))
     return rows

@@ -151,3 +151,26 @@ def synthetic_dataset(path: Any, problem: dict[str, Any], knobs: dict[str, Any],
         notes="SYNTHETIC: made-up figures from tilesearch.testing.synthetic.gemm_latency, not measurements",
     )
     return dataset.write(path, meta, rows)
+
+
+def tune_gemm(problem: dict[str, Any], *, strategy: Any, trials: int, seed: int = 0, workers: int = 15,
+              storage: str = ":memory:", **settings: Any) -> tuple[Any, list[Candidate]]:
+    """``tune`` of the GEMM op at ``problem`` against :func:`gemm_latency` on the CPU: a null
+    builder "compiles" at once with the pipeline of ``workers`` compile workers, no final
+    re-time, warnings silenced. Returns the result and the candidates the runner was asked about."""
+    import warnings
+
+    from tilesearch import registry, tune
+    from tilesearch.builder import NullBuilder
+
+    target = Target.from_arch("sm_90a", gpu="synthetic")
+    op = registry.load("gemm")
+    prob = op.problem(**problem)
+    runner = SyntheticRunner(lambda c: gemm_latency(prob.to_dict(), c, target), target=target)
+    builder = NullBuilder()
+    builder.workers = workers
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tune("gemm", prob, strategy=strategy, runner=runner, builder=builder, storage=storage, trials=trials,
+                      seed=seed, progress=False, **{"retime": 0, **settings})
+    return result, runner.calls

@@ -145,9 +145,10 @@ class ValidTPE(optuna.samplers.TPESampler):
                 return params
         return {}
 
-    def _compute_acquisition_func(self, samples, mpe_below, mpe_above):  # type: ignore[no-untyped-def]
-        scores = super()._compute_acquisition_func(samples, mpe_below, mpe_above)
-        if self.valid is None or not self._drawing or not samples:
+    def _compute_acquisition_func(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        scores = super()._compute_acquisition_func(*args, **kwargs)
+        samples = args[0] if args else None  # Optuna 4-5: (samples, mpe_below, mpe_above)
+        if self.valid is None or not self._drawing or not isinstance(samples, dict) or not samples:
             return scores
         count = len(next(iter(samples.values())))
         ok = np.array([self.valid({name: dist.to_external_repr(samples[name][i])

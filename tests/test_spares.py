@@ -384,3 +384,34 @@ def test_a_range_shares_one_runner_and_each_size_retimes_in_spares_of_its_own(tm
     assert len(measured) == 1 and not measured & set(retimed)
     assert len(retimed) == len(set(retimed)) >= 2 * 3  # each size's re-time in processes of its own
     assert not any(alive(pid) for _, pid in seen)
+
+
+def test_a_tune_interrupted_while_the_runner_measures_leaves_no_worker(tmp_path, monkeypatch):
+    # the runner measures in a thread of its own: Ctrl-C lands in the tuning thread, tune closes
+    # the runner, and the measurement's failed call must not start a new worker process (it did,
+    # while close() only stopped the measuring worker)
+    import multiprocessing
+
+    measuring, made = threading.Event(), []
+
+    class Slow(CpuRunner):
+        def run(self, candidate, incumbent=None):
+            self.pid = self.worker_pid
+            measuring.set()
+            return super().run(candidate, incumbent)
+
+    def interrupt():
+        measuring.wait(120)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)  # a real signal: it wakes the tuning thread's wait
+
+    monkeypatch.setattr(tuner, "make_runner", lambda settings: made.append(Slow(timeout=60)) or made[-1])
+    space = Space([Categorical("sleep_ms", (3000,)), Categorical("copy", ("a",))])
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises((KeyboardInterrupt, shutdown.Interrupted)):
+        tuner.tune(SLEEPY_CPU_OP, {"n": 1024}, space=space, strategy="grid", trials=1, retime=0,
+                   storage=f"sqlite:///{tmp_path / 'db.sqlite'}", progress=False)
+    (runner,) = made
+    time.sleep(2)  # the measuring thread's call has failed by now
+    assert runner.pid is not None and not alive(runner.pid) and runner.worker_pid is None
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("runner-gpu")]

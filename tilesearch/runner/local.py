@@ -289,7 +289,7 @@ class LocalRunner(Runner):
             self._warming = None
         for spare in spares:  # a spare holds nothing worth a clean exit: stopped at once
             spare.worker.close(kill=True)
-        self._worker.stop()
+        self._worker.close()  # for good: a measurement still running in the tuning thread must not restart it
         for spare in spares:
             spare.join()
 

@@ -386,11 +386,11 @@ def test_a_range_shares_one_runner_and_each_size_retimes_in_spares_of_its_own(tm
     assert not any(alive(pid) for _, pid in seen)
 
 
-def test_a_tune_interrupted_while_the_runner_measures_leaves_no_worker(tmp_path, monkeypatch):
-    # the runner measures in a thread of its own: Ctrl-C lands in the tuning thread, tune closes
-    # the runner, and the measurement's failed call must not start a new worker process (it did,
-    # while close() only stopped the measuring worker)
-    import multiprocessing
+MEASURING = textwrap.dedent("""
+    import multiprocessing, os, signal, sys, threading, time
+    from tilesearch import tuner
+    from tilesearch.space import Categorical, Space
+    from tilesearch.testing.cpu import SLEEPY_CPU_OP, CpuRunner
 
     measuring, made = threading.Event(), []
 
@@ -403,15 +403,31 @@ def test_a_tune_interrupted_while_the_runner_measures_leaves_no_worker(tmp_path,
     def interrupt():
         measuring.wait(120)
         time.sleep(0.5)
-        os.kill(os.getpid(), signal.SIGINT)  # a real signal: it wakes the tuning thread's wait
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: it lands in the tuning thread, waiting on the measurement
 
-    monkeypatch.setattr(tuner, "make_runner", lambda settings: made.append(Slow(timeout=60)) or made[-1])
-    space = Space([Categorical("sleep_ms", (3000,)), Categorical("copy", ("a",))])
-    threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises((KeyboardInterrupt, shutdown.Interrupted)):
-        tuner.tune(SLEEPY_CPU_OP, {"n": 1024}, space=space, strategy="grid", trials=1, retime=0,
-                   storage=f"sqlite:///{tmp_path / 'db.sqlite'}", progress=False)
-    (runner,) = made
-    time.sleep(2)  # the measuring thread's call has failed by now
-    assert runner.pid is not None and not alive(runner.pid) and runner.worker_pid is None
-    assert not [p for p in multiprocessing.active_children() if p.name.startswith("runner-gpu")]
+    if __name__ == "__main__":
+        tuner.make_runner = lambda settings: made.append(Slow(timeout=60)) or made[-1]
+        threading.Thread(target=interrupt, daemon=True).start()
+        try:
+            tuner.tune(SLEEPY_CPU_OP, {"n": 1024}, space=Space([Categorical("sleep_ms", (3000,)), Categorical("copy", ("a",))]),
+                       strategy="grid", trials=1, retime=0, storage=sys.argv[1], progress=False)
+        except KeyboardInterrupt:
+            time.sleep(2)  # the measuring thread's call has failed by now
+            runner = made[0]
+            print("measured in", runner.pid, "now", runner.worker_pid,
+                  "children", [p.name for p in multiprocessing.active_children()], flush=True)
+""")
+
+
+def test_a_tune_interrupted_while_the_runner_measures_leaves_no_worker(tmp_path):
+    # the runner measures in a thread of its own: tune closes the runner on Ctrl-C, and the
+    # measurement's failed call must not start a new worker process (it did, while close() only
+    # stopped the measuring worker)
+    script = tmp_path / "measuring.py"
+    script.write_text(MEASURING)
+    done = subprocess.run([sys.executable, str(script), f"sqlite:///{tmp_path / 'db.sqlite'}"], capture_output=True,
+                          text=True, timeout=300)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("measured in")), None)
+    assert line is not None, done.stderr[-2000:]
+    pid = int(line.split()[2])
+    assert line.endswith("now None children []") and not alive(pid), line

@@ -460,7 +460,7 @@ class _Loop:
                 # trials in flight stay RUNNING with this PID; the next run's fail_stale marks
                 # them interrupted, as after a SIGKILL.
                 if not shutdown.received():
-                    flight = [trial for trial in self.pending.values()]
+                    flight = list(self.pending.values())
                     if self.measuring is not None:
                         flight.append(self.measuring.trial)
                     self.db.interrupt(trial.number for trial in flight)

@@ -113,9 +113,7 @@ class LocalRunner(Runner):
             return Target.from_dict(info)
         result = self._worker.call(self.facts_fn, timeout=WARM_UP_TIMEOUT)
         if not result.ok:
-            self._worker.stop(kill=True)
-            reason = (result.error or "").strip().splitlines()[0] if result.error else "unknown"
-            raise NoDeviceError(f"no CUDA GPU to measure on ({reason})")
+            self._no_device(result)
         info = dict(result.value)
         self._versions = info.pop("versions")
         self._warming = _Warming(self._worker, self.warm_fn)
@@ -135,15 +133,19 @@ class LocalRunner(Runner):
             self._top_up()  # spares asked for meanwhile start now, not beside the measuring worker's start
             got = warming.result
             if got is None or not got.ok:
-                self._worker.stop(kill=True)
-                reason = (got.error or "").strip().splitlines()[0] if got is not None and got.error else "unknown"
-                raise NoDeviceError(f"no CUDA GPU to measure on ({reason})")
+                self._no_device(got)
             if got.value != expected:
                 differ = sorted(k for k in {**expected, **got.value} if expected.get(k) != got.value.get(k))
                 raise DeviceMismatchError(
                     f"the measuring worker's GPU facts differ from the driver's in {', '.join(differ)} "
                     f"(worker {({k: got.value.get(k) for k in differ})}, driver {({k: expected.get(k) for k in differ})}); "
                     f"set {QUICK_START_ENV}=0 to take them from the worker")
+
+    def _no_device(self, result: CallResult | None) -> None:
+        """Stops the measuring worker, whose start failed, and says why there is no GPU."""
+        self._worker.stop(kill=True)
+        reason = (result.error or "").strip().splitlines()[0] if result is not None and result.error else "unknown"
+        raise NoDeviceError(f"no CUDA GPU to measure on ({reason})")
 
     @property
     def versions(self) -> dict[str, str]:

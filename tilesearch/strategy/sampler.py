@@ -32,6 +32,7 @@ class SamplerStrategy(Strategy):
         # the first batch: a sampler learns the knobs from finished trials, so before any it
         # draws each knob on its own, over invalid configurations too (10 of README's first 19)
         self._start = random.Random(seed) if valid_start else None
+        self._started: Any = None  # the study seen with a finished trial: past its first batch for good
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return self._make(self.seed)
@@ -39,10 +40,13 @@ class SamplerStrategy(Strategy):
     def propose(self, context: SearchContext, n: int) -> list[Proposal]:
         if self._watch is not None:
             self._watch(context)
-        if self._start is not None and not any(t.state.is_finished() for t in context.db.trials()):
-            start = self._valid_start(context, n)
-            if start is not None:
-                return start
+        if self._start is not None and self._started is not context.db.study:
+            if any(t.state.is_finished() for t in context.db.trials()):
+                self._started = context.db.study  # no need to read its trials for this again
+            else:
+                start = self._valid_start(context, n)
+                if start is not None:
+                    return start
         return [context.ask() for _ in range(n)]
 
     def _valid_start(self, context: SearchContext, n: int) -> list[Proposal] | None:

@@ -130,7 +130,8 @@ def test_a_throttled_timing_is_taken_again_and_flagged_if_it_stays_low(monkeypat
     assert len(calls) == 2 and clock["throttled"] is True and clock["sm_clock_mhz"] == 1100 and again > 0
 
 
-def test_a_throttled_loser_by_ratio_is_not_timed_again_but_flagged(monkeypatch):
+def test_a_throttled_timing_beside_the_baseline_is_flagged_not_timed_again(monkeypatch):
+    # the baseline ran in the same rounds at the same low clock: the ratios stand, won or lost
     from tilesearch.runner import measure
 
     calls = []
@@ -148,16 +149,17 @@ def test_a_throttled_loser_by_ratio_is_not_timed_again_but_flagged(monkeypatch):
     monkeypatch.setattr(nvml, "read", lambda: nvml.Reading(1200, 60, 700))
     monkeypatch.setattr(measure.time, "sleep", lambda s: None)
     lost = measure.Race(2.0, baseline=True, margin=0.03, seed=0)  # the incumbent is twice the baseline's speed
-    _, clock, again = measure.timed([None, None], MeasureSettings(), 0, lost)
-    assert lost.stopped and len(calls) == 1 and again == 0 and clock["throttled"] is True
+    close = measure.Race(1.0, baseline=True, margin=0.03, seed=0)  # a trial near the incumbent
+    for race in (lost, close, None):  # None: the final re-time, which never races
+        calls.clear()
+        _, clock, again = measure.timed([None, None], MeasureSettings(), 0, race, paired=True)
+        assert len(calls) == 1 and again == 0 and clock["throttled"] is True and clock["sm_clock_mhz"] == 1200
+    assert lost.stopped and not close.stopped
     calls.clear()
-    close = measure.Race(1.0, baseline=True, margin=0.03, seed=0)  # a trial near the incumbent: its figures matter
-    _, clock, again = measure.timed([None, None], MeasureSettings(), 0, close)
-    assert not close.stopped and len(calls) == 2 and again > 0
-    calls.clear()
+    nvml._SEEN[:] = [1980.0] * 3  # the usual level again, not the low readings above
     by_latency = measure.Race(0.5, baseline=False, margin=0.03, seed=0)  # no baseline: the clock is in the figure
     _, clock, again = measure.timed([None], MeasureSettings(), 0, by_latency)
-    assert by_latency.stopped and len(calls) == 2
+    assert by_latency.stopped and len(calls) == 2 and again > 0 and clock["throttled"] is True
 
 
 def test_drift_widens_the_interval_in_quadrature_and_keeps_the_value():

@@ -7,8 +7,8 @@ kernel on the same inputs (one run of each per round) so that clock drift cancel
 and the rounds cycle through several copies of the inputs at other addresses (:class:`Placements`).
 Rounds are added until the ratio's 95% interval is within ``precision`` or the time cap is hit
 (:mod:`tilesearch.runner.stats`); NVML's clock, temperature and power are read around the timing
-(:mod:`tilesearch.runner.nvml`), and a timing taken while the clock sat well below its usual level
-is done once more.
+(:mod:`tilesearch.runner.nvml`): a timing taken while the clock sat well below its usual level is
+flagged, and done once more where no baseline ran beside it (:func:`timed`).
 
 **Racing.** Most trials of a search are clearly slower than the best one found so far, and timing
 such a trial to +-1% spends GPU time on a figure whose only use is to say that it lost. So
@@ -451,35 +451,35 @@ def figures(kernel: Sequence[float], baseline: Sequence[float] | None, seed: int
     return out
 
 
-def timed(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
-          race: Race | None = None) -> tuple[list[list[float]], dict[str, Any], float]:
-    """:func:`rounds` (racing with ``race``) with NVML readings around them; timed once more if
-    the clock was throttled. Returns the samples, the clock record (``throttled`` only if the
-    second try was too) and the seconds the first try and the pause after it took where there
-    was a second (0 otherwise).
+def timed(fns: list[Any], settings: MeasureSettings, l2_bytes: int, race: Race | None = None, *,
+          paired: bool = False) -> tuple[list[list[float]], dict[str, Any], float]:
+    """:func:`rounds` (racing with ``race``) with NVML readings around them. Returns the samples,
+    the clock record and the seconds the first try and the pause after it took where a throttled
+    clock made it time again (0 otherwise).
 
-    A trial that ``race`` stopped by its ratio to the baseline is not timed again: the baseline
-    ran in the same rounds at the same clock, so the verdict stands, and its figures are marked
-    ``throttled``. On the H100 at its power limit (8192^3 float16, the README command) 12 of 47
-    trials were timed again, 16-18 s of a 57-61 s run, 10 of them such losers."""
-    began = time.perf_counter()
-    for attempt in (1, 2):
+    ``paired``: the last of ``fns`` is the baseline, run in the same rounds. Then a throttled clock
+    is flagged (``throttled``), never timed again: it slowed the baseline alike, and the figures
+    that rank the trials, and the final re-time's, are ratios to it. Without a baseline the clock
+    is in the figure, so a throttled timing is taken once more after a pause, ``throttled`` only if
+    the second try was too. On the H100 at its 700 W limit (8192^3 float16, the README command) the
+    second tries of paired timings took 16-18 s of a 57-61 s run (12 of 47 trials) and, limited to
+    the trials near the best, still 4-8 s (RESULTS.md, fast-tuning issue)."""
+    def attempt() -> tuple[list[list[float]], dict[str, Any], bool]:
         readings: list[nvml.Reading | None] = []
         if race is not None:
-            race.stopped = False  # the second try is raced afresh
-        samples = rounds(fns, settings, l2_bytes, busy=lambda got=readings: got.append(nvml.read()), race=race)
+            race.stopped = False  # a second try is raced afresh
+        samples = rounds(fns, settings, l2_bytes, busy=lambda: readings.append(nvml.read()), race=race)
         record = nvml.figures(readings)  # read while each batch ran: the clock under load
-        low = nvml.throttled(record.get("sm_clock_mhz"))
-        if low and race is not None and race.stopped and race.baseline:
-            # a loser by its ratio to the baseline of the same rounds, which a low clock slows alike
-            return samples, {**record, "throttled": True}, 0.0
-        if not low:
-            again = time.perf_counter() - began if attempt == 2 else 0.0
-            return samples, {**record, "throttled": False} if record else {}, again
-        if attempt == 1:
-            time.sleep(1.0)
-            again = time.perf_counter() - began
-    return samples, {**record, "throttled": True}, again
+        return samples, record, nvml.throttled(record.get("sm_clock_mhz"))
+
+    began = time.perf_counter()
+    samples, record, low = attempt()
+    again = 0.0
+    if low and not paired:
+        time.sleep(1.0)
+        again = time.perf_counter() - began
+        samples, record, low = attempt()
+    return samples, ({**record, "throttled": low} if record else {}), again
 
 
 def measure(candidate: Candidate, settings: MeasureSettings, incumbent: Incumbent | None = None) -> RunResult:
@@ -515,7 +515,7 @@ def measure(candidate: Candidate, settings: MeasureSettings, incumbent: Incumben
     if base is not None:
         fns.append(placed.cycle(lambda own: base if own is placed.inputs[0] else op.baseline(problem, own)))
     race = racer(incumbent, settings, baseline=base is not None)
-    samples, clock, again = timed(fns, settings, candidate.target.l2_bytes, race)
+    samples, clock, again = timed(fns, settings, candidate.target.l2_bytes, race, paired=base is not None)
     found = figures(samples[0], samples[1] if base is not None else None, settings.seed)
     phases["time (raced)" if race is not None and race.stopped else "time"] = time.perf_counter() - timing - again
     if again:

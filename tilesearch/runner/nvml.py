@@ -3,7 +3,8 @@
 ``pynvml`` (the ``nvidia-ml-py`` package) is optional: without it, or without a GPU, every
 reading is ``None`` and measurements simply carry no clock record. A kernel timed while the SM
 clock sat well below the level this worker usually sees (thermal or power capping, another
-process's load) is *throttled*: :func:`throttled` says so, and the measure step times it again.
+process's load) is *throttled*: :func:`throttled` says so, and the measure step flags it (and times
+it again where no baseline ran beside it, :func:`tilesearch.runner.measure.timed`).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import pytest
 from tilesearch import shutdown, tuner
 from tilesearch.records import Candidate, Status
 from tilesearch.runner import NoDeviceError
+from tilesearch.runner.measure import MeasureSettings
 from tilesearch.space import Categorical, Space
 from tilesearch.target import Target
 from tilesearch.testing.cpu import SLEEPY_CPU_OP, CpuRunner
@@ -144,6 +145,66 @@ def test_a_quick_start_returns_the_facts_before_the_worker_has_started_and_check
         gate.touch()
         runner.close()
     assert not alive(pid)
+
+
+class SlowExit(CpuRunner):
+    """A CPU runner whose re-time processes take seconds to exit (a CUDA context torn down)."""
+
+    together_fn = "test_spares:together_then_slow_exit"
+
+
+def together_then_slow_exit(*args):
+    import atexit
+
+    from tilesearch.testing.cpu import measure_together
+
+    atexit.register(time.sleep, 3)
+    return measure_together(*args)
+
+
+def test_the_final_retime_goes_on_while_its_processes_exit_and_close_ends_them(tmp_path):
+    # process 2 of the re-time starts while process 1 exits; nothing is left behind
+    runner = SlowExit(timeout=60, settings=MeasureSettings(final_processes=2))
+    try:
+        runner.start()
+        results = runner.retime([Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128},
+                                           TARGET, FAULTY_CPU_OP)])
+        assert [r.status for r in results] == [Status.OK] and results[0].extra["processes"] == 2
+        exiting = [w.pid for w in runner._retired]
+        assert len(exiting) == 2 and all(alive(pid) for pid in exiting)  # asked to exit, not waited for
+        assert {"final: process", "final: load and check", "final: settle and time"} <= set(runner.phases())
+    finally:
+        runner.close()
+    assert not any(alive(pid) for pid in exiting)
+
+
+def test_a_quick_start_starts_the_worker_before_it_reads_the_driver(tmp_path, monkeypatch):
+    # the worker's start (seconds of importing torch on a GPU host) runs beside the driver's read
+    class Early(Quick):
+        driver_fn = "test_spares:facts_once_a_worker_runs"
+
+    runner, _, gate = held_warm_up(Early, tmp_path, monkeypatch)
+    try:
+        assert SEEN_CHILDREN == [runner.worker_pid]
+    finally:
+        gate.touch()
+        runner.close()
+
+
+SEEN_CHILDREN: list = []
+
+
+def facts_once_a_worker_runs(env):
+    """The CPU driver's facts, read once the tuning process has a child process (at most 10 s)."""
+    import multiprocessing
+
+    from tilesearch.testing.cpu import driver_facts
+
+    deadline = time.monotonic() + 10
+    while not multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    SEEN_CHILDREN[:] = [p.pid for p in multiprocessing.active_children()]
+    return driver_facts(env)
 
 
 def test_a_quick_start_whose_facts_the_worker_contradicts_stops_before_measuring(tmp_path):

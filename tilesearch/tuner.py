@@ -281,8 +281,9 @@ def tune(
         for name, seconds in runner.phases().items():
             phases.add(name, seconds)
     finally:
-        for stage in made:
-            stage.close()
+        with phases("stop workers"):
+            for stage in made:
+                stage.close()
     result = TuneResult(
         study=db.name,
         storage=settings.storage,

@@ -43,7 +43,8 @@ class CallResult:
     died: bool = False
 
 
-def _resolve(path: str) -> Any:
+def resolve(path: str) -> Any:
+    """The top-level function (or other attribute) an import path ``module:name`` names."""
     module, _, attr = path.partition(":")
     return getattr(importlib.import_module(module), attr)
 
@@ -62,7 +63,7 @@ def _serve(conn: Any, env: dict[str, str]) -> None:
             return
         path, args, kwargs = message
         try:
-            value = _resolve(path)(*args, **kwargs)
+            value = resolve(path)(*args, **kwargs)
             reply = ("ok", value)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back as data
             reply = ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}")

@@ -64,8 +64,7 @@ def main(check: Check, argv: list[str] | None = None) -> int:
         print(f"{check.name}: {e}", file=sys.stderr)
         return 2
     Path(options.out).mkdir(parents=True, exist_ok=True)
-    module, _, name = check.work.partition(":")
-    import importlib
+    from tilesearch.workers import resolve
 
-    work: Callable[[SimpleNamespace], int] = getattr(importlib.import_module(module), name)
+    work: Callable[[SimpleNamespace], int] = resolve(check.work)
     return int(work(options) or 0)

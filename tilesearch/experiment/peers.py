@@ -132,10 +132,9 @@ def tilelang_gemm(op: Any, problem: Any, inputs: Any, target: Any, configs: Any 
 def pytorch_way(op: Any, problem: Any, inputs: Any, target: Any, fn: str = "") -> Any:
     """Another PyTorch way of computing the op, ``fn(problem, inputs)`` named by import path (a
     plugin's ``torch._grouped_mm`` wrapper, say); ``None`` from it means this torch lacks it."""
-    import importlib
+    from tilesearch.workers import resolve
 
-    module, _, name = fn.partition(":")
-    made = getattr(importlib.import_module(module), name)(problem, inputs)
+    made = resolve(fn)(problem, inputs)
     if made is None:
         raise ExperimentError(f"{fn} is not available with this torch or these inputs")
     return made

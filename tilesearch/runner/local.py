@@ -28,7 +28,6 @@ the H100 host that import took 1.3-1.5 s of a start of 7-8 s (RESULTS.md, fast-t
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import threading
@@ -43,7 +42,7 @@ from tilesearch.runner.measure import MeasureSettings
 from tilesearch.runner.peer import Peer
 from tilesearch.runner.pool import MAX_PROCESSES, disagree, pool
 from tilesearch.target import Target
-from tilesearch.workers import CallResult, IsolatedWorker
+from tilesearch.workers import CallResult, IsolatedWorker, resolve
 
 _CONTEXT_LOST = re.compile(r"CUDA|cuda|illegal|device-side|launch failure|AcceleratorError", re.S)
 WARM_UP_TIMEOUT = 120.0  # seconds a worker process may take to import and make its CUDA context
@@ -98,25 +97,32 @@ class LocalRunner(Runner):
         self._spares_wanted = 0  # while a re-time is to come: spares kept started
         self._started = 0
         self._spent: dict[str, float] = {}
+        self._retired: list[IsolatedWorker] = []  # the final re-time's processes, asked to exit
 
     def start(self) -> Target:
         """The GPU's facts, read through the driver while the measuring worker starts in the
         background, or else from the worker, which then warms up in the background (see the
         module docstring)."""
         self._settle()
-        early = _resolve(self.driver_fn)(self.env) if self.driver_fn and not self._worker.alive else None
-        if early is not None:
-            info = dict(early)
-            self._versions = info.pop("versions")
-            self._expected = early
-            self._warming = _Warming(self._worker, self.info_fn)
-            return Target.from_dict(info)
-        result = self._worker.call(self.facts_fn, timeout=WARM_UP_TIMEOUT)
-        if not result.ok:
+        if self.driver_fn is not None and not self._worker.alive and os.environ.get(QUICK_START_ENV, "1") != "0":
+            # the worker's start (seconds of importing torch) begins first, beside the driver's read
+            warming = _Warming(self._worker, self.info_fn)
+            early = resolve(self.driver_fn)(self.env)
+            if early is not None:
+                info = dict(early)
+                self._versions = info.pop("versions")
+                self._expected, self._warming = early, warming
+                return Target.from_dict(info)
+            warming.wait()  # the driver could not say for sure: the worker does, once warmed up
+            result, then = warming.result, None
+        else:
+            result, then = self._worker.call(self.facts_fn, timeout=WARM_UP_TIMEOUT), self.warm_fn
+        if result is None or not result.ok:
             self._no_device(result)
         info = dict(result.value)
         self._versions = info.pop("versions")
-        self._warming = _Warming(self._worker, self.warm_fn)
+        if then is not None:
+            self._warming = _Warming(self._worker, then)
         return Target.from_dict(info)
 
     def _settle(self) -> None:
@@ -191,13 +197,21 @@ class LocalRunner(Runner):
         while len(processes) < MAX_PROCESSES:
             settings = replace(self.settings, seed=self.settings.seed + len(processes))
             worker = self._take_fresh()
+            began = time.perf_counter()
             try:
                 result = worker.call(self.together_fn, list(candidates), settings, list(peers),
                                      timeout=self.timeout * (len(candidates) + 1) + 600 * len(peers))
             except BaseException:  # Ctrl-C, SIGTERM: it is no spare any more, so close() would not stop it
                 worker.close(kill=True)
                 raise
-            worker.close()
+            self._add("final: process", time.perf_counter() - began)
+            spent = next((r.extra["phases"] for r in result.value if "phases" in r.extra), {}) if result.ok else {}
+            for phase, seconds in spent.items():
+                self._add(f"final: {phase}", seconds)
+            # asked to exit, not waited for: its exit (a CUDA context torn down) overlaps the next
+            # process's start and settle instead of delaying it; close() joins it
+            worker.ask_to_stop()
+            self._retired.append(worker)
             if not result.ok:
                 status = Status.RUN_TIMEOUT if result.timed_out else Status.RUNTIME_ERROR
                 return [RunResult(status, error=f"re-time: {result.error}") for _ in [*candidates, *peers]]
@@ -292,17 +306,10 @@ class LocalRunner(Runner):
         for spare in spares:  # a spare holds nothing worth a clean exit: stopped at once
             spare.worker.close(kill=True)
         self._worker.close()  # for good: a measurement still running in the tuning thread must not restart it
+        retired, self._retired = self._retired, []
+        IsolatedWorker.close_all(retired)
         for spare in spares:
             spare.join()
-
-
-def _resolve(path: str) -> Any:
-    """The function an import path ``module:name`` names; with :data:`QUICK_START_ENV` set to 0,
-    one that reads nothing (the worker reports the facts)."""
-    if os.environ.get(QUICK_START_ENV, "1") == "0":
-        return lambda env: None
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 class _Warming:

@@ -585,7 +585,9 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
     base = op.baseline(problem, inputs) if settings.baseline else None
     if base is not None:
         fns.append(placed.cycle(lambda own: base if own is placed.inputs[0] else op.baseline(problem, own)))
-    samples, clock, _ = timed(fns, settings, first.target.l2_bytes) if fns else ([], {}, 0.0)
+    timing = time.perf_counter()
+    samples, clock, _ = timed(fns, settings, first.target.l2_bytes, paired=base is not None) if fns else ([], {}, 0.0)
+    phases = {"load and check": timing - start, "settle and time": time.perf_counter() - timing}
     del lead  # held until the rounds are timed
     baseline = samples[-1] if base is not None else None
     out, column = [], 0
@@ -600,6 +602,6 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
         out.append(RunResult(Status.OK, tflops=op.flops(problem) / (found["latency_ms"] * 1e-3) / 1e12,
                              rel_err=result.rel_err, max_err=result.max_err,
                              measure_s=time.perf_counter() - start, **found, **clock,
-                             extra={**result.extra, "retimed_together": len(fns), "samples": kernel_rounds,
+                             extra={**result.extra, "retimed_together": len(fns), "samples": kernel_rounds, "phases": phases,
                                     **({"baseline_samples": baseline} if baseline is not None else {})}))
     return out

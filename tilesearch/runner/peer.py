@@ -42,10 +42,9 @@ class Peer:
 
     def make(self, op: Any, problem: Any, inputs: Any, target: Any) -> Any:
         """The peer's no-argument callable (called inside the measuring worker)."""
-        import importlib
+        from tilesearch.workers import resolve
 
-        module, _, name = self.maker.partition(":")
-        return getattr(importlib.import_module(module), name)(op, problem, inputs, target, **self.options)
+        return resolve(self.maker)(op, problem, inputs, target, **self.options)
 
 
 def untimed(peers: Sequence[Peer], why: str, status: Status = Status.NOT_RECORDED) -> list[RunResult]:

@@ -26,7 +26,7 @@ from tilesearch.records import RunResult, Status
 from tilesearch.runner import stats
 
 MAX_PROCESSES = 4
-SAMPLE_KEYS = ("samples", "baseline_samples")
+SAMPLE_KEYS = ("samples", "baseline_samples", "phases")  # a process's own, taken out by pool()
 
 
 def pool(processes: Sequence[Sequence[RunResult]], seed: int = 0, drift: float = 0.0) -> list[RunResult]:

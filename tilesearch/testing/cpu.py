@@ -163,8 +163,10 @@ def _checked_and_timed(candidates: list[Candidate], settings: MeasureSettings, *
         extra = {**extra, "retimed_together": len(fns)}
     race = racer(incumbent, settings, baseline=False)
     timed_fns = [fn for _, fn in fns]
+    timing = time.perf_counter()
     samples = iter(adaptive(lambda n: _wall_ms(timed_fns, n), first=rounds, cap=rounds, enough=lambda _: True,
                             look=LOOK, race=race) if timed_fns else [])
+    phases = {"load and check": timing - start, "settle and time": time.perf_counter() - timing}
     if race is not None:
         extra = {**extra, **race.record()}
     flops = iter(f for f, _ in fns)
@@ -175,7 +177,8 @@ def _checked_and_timed(candidates: list[Candidate], settings: MeasureSettings, *
             continue
         timed = next(samples)
         found = figures(timed, None, settings.seed)
-        rounds_kept = {"samples": timed} if "retimed_together" in extra else {}  # pooled over processes, as on a GPU
+        # pooled over processes, as on a GPU
+        rounds_kept = {"samples": timed, "phases": phases} if "retimed_together" in extra else {}
         out.append(RunResult(status=Status.OK, tflops=next(flops) / (found["latency_ms"] * 1e-3) / 1e12,
                              rel_err=result.rel_err, max_err=result.max_err, measure_s=time.perf_counter() - start,
                              replayed=True, extra={**result.extra, **extra, **rounds_kept}, **found))

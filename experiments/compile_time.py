@@ -1,8 +1,9 @@
 """Where one configuration's compile time goes (the fast-tuning issue): lowering in Python against
-nvcc and the host compiler, per sampled GEMM configuration, from an empty TileLang cache. Needs
-nvcc, no GPU; with ``workers=1`` the per-configuration seconds are those of one core.
+nvcc and the host compiler, per sampled GEMM configuration, from an empty TileLang cache, compiled
+alone and in batches (``batch``: the sizes to compare, the first the reference). Needs nvcc, no
+GPU; with ``workers=1`` the per-configuration seconds are those of one core.
 
-    python experiments/compile_time.py out=$OUT [configs=6] [workers=1] [m=8192 n=8192 k=8192]
+    python experiments/compile_time.py out=$OUT [configs=16] [workers=1] [batch=1,8] [m=8192 n=8192 k=8192]
 
 The work is in :mod:`tilesearch.experiment.compile_time`.
 """
@@ -12,7 +13,7 @@ import sys
 from tilesearch.experiment.checks import Check, main
 
 COMPILE_TIME = Check(name="compile_time", work="tilesearch.experiment.compile_time:measure", options={
-    "configs": 6, "workers": 1, "seed": 0, "arch": "sm_90a",
+    "configs": 16, "workers": 1, "batch": "1,8", "seed": 0, "arch": "sm_90a",
     "m": 8192, "n": 8192, "k": 8192, "dtype": "float16", "layout": "nn",
 })
 

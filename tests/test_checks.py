@@ -62,10 +62,14 @@ def test_multi_gpu_refuses_an_unknown_order_with_one_line(tmp_path):
 
 
 @pytest.mark.nvcc
-def test_compile_time_splits_a_compile_into_lowering_and_compiler_processes(tmp_path):
-    done = subprocess.run([sys.executable, "experiments/compile_time.py", f"out={tmp_path}", "configs=1",
-                           "m=1000", "n=768", "k=320"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+def test_compile_time_compares_batches_and_checks_their_kernels(tmp_path):
+    done = subprocess.run([sys.executable, "experiments/compile_time.py", f"out={tmp_path}", "configs=3", "batch=1,3",
+                           "m=1000", "n=768", "k=320"], capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
-    (row,) = json.loads((tmp_path / "compile_time.json").read_text())["rows"]
-    assert row["ok"] and 0 < row["tools_s"] < row["compile_s"]
-    assert done.stdout.strip().splitlines()[-1].startswith("median per configuration:")
+    alone, together = json.loads((tmp_path / "compile_time.json").read_text())["variants"]
+    assert (alone["batch"], together["batch"]) == (1, 3)
+    for variant in (alone, together):
+        assert not variant["failed"] and variant["identical"] == [3, 3]  # each kernel as the first variant made it
+        assert all(0 < row["tools_s"] and 0 < row["compile_s"] for row in variant["rows"])
+    assert all(0 < row["tools_s"] < row["compile_s"] for row in alone["rows"])
+    assert done.stdout.strip().splitlines()[-1].startswith("batch 3: ")

@@ -59,3 +59,39 @@ def test_a_rerun_proposes_the_same_configurations_whatever_order_builds_finish_i
         orders.append([tuple(sorted(t.params.items())) for t in study.trials])
     assert len(orders[0]) >= 40  # (with results taken as they finished, these diverged at trial 21 and 11)
     assert orders[0] == orders[1]
+
+
+class _Batching(NullBuilder):
+    """One worker that compiles up to four candidates together; remembers how many were launched
+    before the first measurement."""
+
+    workers, batch = 1, 4
+
+    def __init__(self) -> None:
+        self.submitted = 0
+
+    def submit(self, candidate):
+        self.submitted += 1
+        return super().submit(candidate)
+
+
+class _Counting(_Measuring):
+    def __init__(self, builder):
+        super().__init__()
+        self.builder, self.launched_at_first = builder, None
+
+    def run(self, candidate, incumbent=None):
+        if self.launched_at_first is None:
+            self.launched_at_first = self.builder.submitted
+        return super().run(candidate, incumbent)
+
+
+@pytest.mark.parametrize("strategy, ahead", [("grid", 4 + 2), ("random", 4 + 2), ("tpe", 1 + 2)])
+def test_a_strategy_that_does_not_learn_fills_the_compile_pools_batches(strategy, ahead):
+    # a grid's proposals need no results: the pool's batches fill (1 worker x 4, and a round of 2);
+    # a search that learns proposes a round beyond the workers only
+    builder = _Batching()
+    runner = _Counting(builder)
+    tune(TOY_OP, {"size": 64}, runner=runner, builder=builder, strategy=strategy, trials=12, storage=":memory:",
+         progress=False, retime=0)
+    assert runner.launched_at_first == ahead

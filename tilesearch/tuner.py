@@ -393,7 +393,9 @@ class _Loop:
         self.check_s = float(settings.heartbeat or 10)
         self.checked = time.monotonic()
         self.round = min(ROUND, builder.workers + 1)
-        self.depth = builder.workers + self.round
+        # a strategy that learns from results gets a round more than the workers in flight; one that
+        # does not, enough for the compile pool's batches (Strategy.learns)
+        self.depth = builder.workers * (1 if search.learns else builder.batch) + self.round
         self.pending: dict[Future[BuildResult], Any] = {}
         self.measuring: _Measuring | None = None  # the trial the runner measures now, in the measuring thread
         self.launched = 0

@@ -13,6 +13,7 @@ class Builder(abc.ABC):
     a failed or timed-out compile is a ``BuildResult`` with ``ok=False`` and the error."""
 
     workers: int = 1
+    batch: int = 1  # candidates one worker compiles together at most, while they queue up
 
     @abc.abstractmethod
     def submit(self, candidate: Candidate) -> Future[BuildResult]:

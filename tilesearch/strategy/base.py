@@ -62,6 +62,11 @@ class Strategy(abc.ABC):
     polished: bool = True
     """Whether ``tune``'s polish may take the end of the budget (``TuneSettings.polish``): not
     for an enumeration (a grid, a listed set), whose budget is its list."""
+    learns: bool = True
+    """Whether its proposals depend on the results so far: ``tune`` keeps only about a round more
+    than the compile pool's workers in flight for one that does (proposals made far ahead are
+    made blind), and enough to fill the pool's batches for one that does not (a grid, a random
+    order), whose compiles then share compiler runs (:mod:`tilesearch.builder.batch`)."""
 
     def sampler(self) -> optuna.samplers.BaseSampler | None:
         """The Optuna sampler the study is opened with; ``None`` keeps Optuna's default."""

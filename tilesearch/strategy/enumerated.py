@@ -19,6 +19,7 @@ class GridStrategy(Strategy):
 
     name = "grid"
     polished = False
+    learns = False
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed

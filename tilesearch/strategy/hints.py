@@ -73,6 +73,7 @@ class Hinted(Strategy):
         self.inner, self.kind, self.n = inner, kind, n
         self.name = inner.name if inner is not None else "hints"
         self.polished = inner.polished if inner is not None else False
+        self.learns = inner.learns if inner is not None else False
         self.hints: list[Config] | None = None
 
     def sampler(self) -> optuna.samplers.BaseSampler | None:

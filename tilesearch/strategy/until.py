@@ -25,6 +25,7 @@ class Until(Strategy):
         self.stop = stop
         self.name = inner.name
         self.polished = inner.polished
+        self.learns = inner.learns
         self.stopped = False
 
     def sampler(self) -> optuna.samplers.BaseSampler | None:

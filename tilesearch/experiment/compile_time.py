@@ -43,7 +43,8 @@ def measure(args: Any) -> int:
     first = variants[0]
     for variant in variants:
         variant["identical"] = _same_kernels(first["cache"], variant["cache"])
-    summary = {"machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()},
+    summary = {"machine": {"cpus": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
+                           "processor": platform.processor() or platform.machine()},
                "problem": problem.to_dict(), "arch": args.arch, "workers": args.workers, "variants": variants}
     Path(args.out, "compile_time.json").write_text(json.dumps(summary, indent=2, default=str))
     print(f"{'batch':>5} {'wall s':>7} {'configs/min':>11} {'per config s':>12} {'compilers s':>11}  identical kernels")
@@ -55,7 +56,7 @@ def measure(args: Any) -> int:
     if len(variants) > 1 and first["configs_per_min"]:
         for v in variants[1:]:
             print(f"batch {v['batch']}: {v['configs_per_min'] / first['configs_per_min']:.2f}x the configurations per minute"
-                  f" of batch {first['batch']} on {args.workers} worker(s), {os.cpu_count()} cores")
+                  f" of batch {first['batch']} on {args.workers} worker(s), {len(os.sched_getaffinity(0))} usable core(s)")
     ok = all(not v["failed"] and v["identical"][0] == v["identical"][1] for v in variants)
     return 0 if ok else 1
 

@@ -29,7 +29,7 @@ from tilesearch.database import TrialRecord, TuningDatabase, storage_url
 from tilesearch.dataset import narrow
 from tilesearch.target import Target
 from tilesearch.tuner import TuneResult, TuneSettings, tune
-from tilesearch.workers import _resolve
+from tilesearch.workers import resolve
 
 _CTX = mp.get_context("spawn")
 
@@ -131,7 +131,7 @@ def _work(queue: Any, index: int, gpu: int, op: str, problem: dict[str, Any], se
           runner: str | None, runner_kwargs: dict[str, Any], knobs: Mapping[str, Sequence[Any]] | None) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        made = _resolve(runner)(settings, **runner_kwargs) if runner else None
+        made = resolve(runner)(settings, **runner_kwargs) if runner else None
         space = None
         if knobs:
             operator = registry.load(op)

@@ -14,7 +14,8 @@ How, in a compile-pool worker (:func:`compile_batch`):
    ``tilelang_callback_cuda_compile`` hook), until every build has asked or ended (a candidate
    that TileLang's cache holds never asks). Lowering runs once per candidate, as alone.
 2. *compile*: codes whose preprocessor prefixes differ at most in what they include go into one
-   translation unit after all their prefixes (TileLang's headers have include guards), each kernel body in a namespace of its own and its ``__global__`` names suffixed, which
+   translation unit after all their prefixes (TileLang's headers have include guards), each
+   kernel body in a namespace of its own and its ``__global__`` names suffixed, which
    ``nvcc --ptx`` compiles once; the PTX is cut into one module per candidate (its own entries
    under their own names again, the declarations they share) and each goes through ``ptxas``
    with the flags nvcc itself passes it.
@@ -65,8 +66,6 @@ def compile_batch(builds: Sequence[Callable[[], Any]]) -> list[tuple[float, floa
                    for i, build in enumerate(builds)]
         for thread in threads:
             thread.start()
-        cubins: list[bytes | None] = []
-        tools = 0.0
         try:
             codes = meeting.codes()
             cubins, tools = compile_together([code for _, code in codes])
@@ -148,12 +147,13 @@ def compile_together(codes: Sequence[tuple[str, Any, Any]]) -> tuple[list[bytes 
     with the same prefix and options, ``None`` for a code left to TileLang's own hook; and the
     seconds spent in nvcc and ptxas."""
     out: list[bytes | None] = [None] * len(codes)
+    parts = [split(code) for code, _, _ in codes]
     groups: dict[tuple[str, str], list[int]] = {}
-    for i, (code, target, pass_config) in enumerate(codes):
+    for i, (_, target, pass_config) in enumerate(codes):
         arch = _arch(target)
         if arch is None or any(pass_config.get(key) for key in _OWN_OPTIONS):
             continue
-        prefix, _ = split(code)
+        prefix = parts[i][0]
         # prefixes that differ only in what they include share a unit (the headers have guards)
         directives = "".join(line for line in prefix.splitlines(keepends=True) if not _INCLUDE.match(line))
         groups.setdefault((directives, arch), []).append(i)
@@ -161,9 +161,9 @@ def compile_together(codes: Sequence[tuple[str, Any, Any]]) -> tuple[list[bytes 
     for (_, arch), members in groups.items():
         if len(members) < 2:
             continue
-        prefixes = list(dict.fromkeys(split(codes[i][0])[0] for i in members))
+        prefixes = list(dict.fromkeys(parts[i][0] for i in members))
         began = time.perf_counter()
-        cubins = _unit("".join(prefixes), [split(codes[i][0])[1] for i in members], arch)
+        cubins = _unit("".join(prefixes), [parts[i][1] for i in members], arch)
         spent += time.perf_counter() - began
         for i, cubin in zip(members, cubins):
             out[i] = cubin
@@ -204,11 +204,14 @@ def _unit(prefix: str, bodies: Sequence[str], arch: str) -> list[bytes | None]:
             body = re.sub(rf"\b{name}\b", f"{name}__tsb{i}", body)
         names.append(own)
         unit += f"\nnamespace tsb{i} {{\n{body}\n}}\n"
+    nvcc = get_nvcc_compiler()
+    beside = os.path.join(os.path.dirname(nvcc), "ptxas")  # the ptxas of that toolkit, as nvcc runs it
+    ptxas = beside if os.path.exists(beside) else "ptxas"
     with tempfile.TemporaryDirectory(prefix="tilesearch-batch-") as tmp:
         source, ptx = os.path.join(tmp, "unit.cu"), os.path.join(tmp, "unit.ptx")
         with open(source, "w") as f:
             f.write(unit)
-        done = subprocess.run([get_nvcc_compiler(), f"-ccbin={get_cplus_compiler()}", "--ptx", "-O3", "-lineinfo",
+        done = subprocess.run([nvcc, f"-ccbin={get_cplus_compiler()}", "--ptx", "-O3", "-lineinfo",
                                f"-arch={arch}", "-std=c++20", "-w", "-I" + TILELANG_TEMPLATE_PATH,
                                "-I" + CUTLASS_INCLUDE_DIR, source, "-o", ptx], capture_output=True, text=True)
         if done.returncode != 0:
@@ -222,7 +225,7 @@ def _unit(prefix: str, bodies: Sequence[str], arch: str) -> list[bytes | None]:
             with open(path, "w") as f:
                 f.write(module)
             # the flags nvcc passes ptxas for --cubin -arch=sm_XX -lineinfo (nvcc --dryrun)
-            done = subprocess.run(["ptxas", "-w", f"-arch={arch}", "-m64", "--generate-line-info", path,
+            done = subprocess.run([ptxas, "-w", f"-arch={arch}", "-m64", "--generate-line-info", path,
                                    "-o", path + ".cubin"], capture_output=True, text=True)
             if done.returncode != 0:
                 out.append(None)

@@ -88,7 +88,7 @@ def warm_up() -> None:
     import tilelang  # noqa: F401
 
 
-MAX_BATCH = 16  # at most, per worker: on one CPU core 16 compiled 2.03x as fast as alone, 8 1.68x (RESULTS.md)
+MAX_BATCH = 16  # at most, per worker: on one CPU core 16 compiled 2.23x as fast as alone, 8 2.15x (RESULTS.md)
 
 
 def default_workers() -> int:

@@ -95,7 +95,10 @@ def _same_kernels(cache: str, other: str) -> tuple[int, int]:
     mine = {p.name: p for p in Path(cache).rglob("kernels/*") if p.is_dir()}
     theirs = {p.name: p for p in Path(other).rglob("kernels/*") if p.is_dir()}
     both = sorted(set(mine) & set(theirs))
-    same = sum(1 for key in both if cubins(mine[key]) == cubins(theirs[key]) and cubins(mine[key]))
+    same = 0
+    for key in both:
+        kept = cubins(mine[key])
+        same += bool(kept) and kept == cubins(theirs[key])
     return same, len(both)
 
 

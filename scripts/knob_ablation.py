@@ -60,10 +60,14 @@ def variants(space: Any, config: dict[str, Any], knobs: list[str]) -> list[dict[
 
 
 def with_values(space: Any, knob: str, values: list[Any]) -> Any:
-    """``space`` with ``knob`` taking ``values`` (its constraints kept)."""
+    """``space`` with ``knob`` taking ``values`` (its constraints kept); a knob the space leaves
+    out while it is not searched (GEMM's ``cluster``) is added."""
     from tilesearch.space import Categorical, Space
 
-    return Space([Categorical(knob, tuple(values)) if k.name == knob else k for k in space.knobs], space.constraints)
+    knobs = [Categorical(knob, tuple(values)) if k.name == knob else k for k in space.knobs]
+    if knob not in space.names:
+        knobs.append(Categorical(knob, tuple(values)))
+    return Space(knobs, space.constraints)
 
 
 def _parse(text: str) -> Any:
@@ -93,9 +97,11 @@ def main(argv: list[str]) -> int:
     for problem, config in chosen(opts["from"].split(","), opts.get("only")):
         problem = op.problem(**problem)
         space = op.space(problem, target)
-        if "values" in opts:  # values the space does not search (e.g. raster=column)
-            space = with_values(space, opts["knob"], [_parse(v) for v in opts["values"].split(",")])
         config = {**op.defaults, **config}
+        if "values" in opts:  # values the space does not search (e.g. raster=column)
+            values = [_parse(v) for v in opts["values"].split(",")]
+            space = with_values(space, opts["knob"], values)
+            config.setdefault(opts["knob"], values[0])  # a knob left out of the space: its first value is its default
         found = variants(space, config, knobs)
         if len(found) > 1:  # else the space offers the knob no other value here
             todo.append((problem, config, [Candidate("gemm", dict(problem), c, target) for c in found]))

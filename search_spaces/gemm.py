@@ -31,6 +31,11 @@ compiles the same kernel as before they existed):
   a column panel the reverse, the better where A is the larger operand (N much less than M) or
   where B's tiles are the ones read by the most blocks. Pruned where it cannot change the order
   (``panel_size=0``, one tile column). Not searched by default (:data:`SEARCH_COLUMN_RASTER`).
+- ``cluster``: ``off``, or pairs of blocks in a thread-block cluster that load their shared
+  operand once and receive it both through TMA multicast: ``m2`` pairs two tile rows (sharing
+  B's tile), ``n2`` two tile columns (sharing A's). A program of its own, with its producer and
+  consumer warp groups and its barriers written out (:mod:`search_spaces.gemm_cluster` says why).
+  Not searched by default (:data:`SEARCH_CLUSTER`).
 - ``warp_specialize``: TileLang's producer/consumer split of the pipeline: ``on`` (its
   ``WarpSpecialized`` pass, the default), ``role_based`` (its newer automatic scheduler) or
   ``off``. With it on, ``threads`` counts the consumer threads and TileLang adds a producer warp
@@ -44,6 +49,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from search_spaces import gemm_model
+from search_spaces.gemm_cluster import CLUSTERS, cluster_gemm_program
+from search_spaces.gemm_cluster import PASS_CONFIGS as CLUSTER_PASS_CONFIGS
 from tilesearch.composite import Composite, Dim, Launch, Workspace
 from tilesearch.op import Operator, Param, Problem, Tolerance
 from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
@@ -61,12 +68,22 @@ RASTERS = ("row", "column")
 # without) and a kernel 4% slower. The template, its constraints and the persistent loop's order
 # keep it: a space may add it (``scripts/knob_ablation.py values=row,column``).
 SEARCH_COLUMN_RASTER = False
+# Whether the search turns ``cluster``. Off until the program has run on a GPU: it compiles for
+# sm_90a and its generated code has the multicast loads and the cluster-wide barriers it is
+# meant to (tests/test_gemm_cluster.py), but no kernel of it has been checked against float64 or
+# timed yet. ``scripts/knob_ablation.py knob=cluster values=off,m2,n2 also=persistent`` measures
+# it on the kernels the searches chose; tests/test_gemm_cluster.py's GPU tests check it on
+# awkward shapes.
+# While it is off the knob is not in the space at all (a configuration without it is not
+# clustered): a constant knob would still add a feature column, and with it reshuffle the cost
+# model's column sampling on every recorded dataset.
+SEARCH_CLUSTER = False
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers per consumer thread; more spills on sm_90
 MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline fill and drain
 
 # the knobs added after the plain template, with the values that reproduce it
 DEFAULTS = {"split_k": 1, "persistent": False, "epilogue": "direct", "tma": True, "warp_specialize": "on",
-            "swap_ab": False, "raster": "row"}
+            "swap_ab": False, "raster": "row", **({"cluster": "off"} if SEARCH_CLUSTER else {})}
 SWAP_AB_MAX_M = 256  # swapped tiles and deeper pipelines are offered up to this M (decode, small batches)
 MMA_ROWS = 64  # rows of one warp group's MMA on Hopper: an unswapped tile needs block_m >= this
 # A GEMM with few rows streams its weights: its speed is the bytes in flight (on the H100, 16-row
@@ -173,7 +190,18 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
                     "hangs (TileLang 0.1.15 on sm_90a)")
         return None
 
-    checks = [shared_memory, registers, lowering, swapped, hangs]
+    def clustered(c: Mapping[str, Any]) -> str | None:
+        if c.get("cluster", "off") == "off":
+            return None
+        if c.get("split_k", 1) > 1 or c.get("persistent", False) or c.get("swap_ab", False):
+            return "cluster: the cluster program runs one block per output tile, unswapped and unsplit"
+        if not c.get("tma", True):
+            return "cluster: the cluster program loads with TMA (multicast)"
+        if c.get("warp_specialize", "on") != "on":
+            return "cluster: the cluster program specializes its warp groups itself (same kernel as warp_specialize=on)"
+        return None
+
+    checks = [shared_memory, registers, lowering, swapped, hangs, clustered]
     if problem is None:
         return checks
     m, n, k, sms = problem["m"], problem["n"], problem["k"], target.num_sms
@@ -217,7 +245,20 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
             return f"persistent: {tiles} tiles fit in one wave over {sms} SMs"
         return None
 
-    return checks + [alignment, split_k, one_row, persistent]
+    def pairs(c: Mapping[str, Any]) -> str | None:
+        cluster = c.get("cluster", "off")
+        if cluster == "off":
+            return None
+        size = element_bytes(problem["dtype"])
+        if k * size % 16 or (problem["layout"] == "nn" and n * size % 16):
+            return "cluster: the cluster program loads A and B by TMA, which needs 16-byte aligned rows of both"
+        if cluster == "m2" and math.ceil(m / c["block_m"]) == 1:
+            return "cluster: one row of tiles, no pair to share B's tile"
+        if cluster == "n2" and math.ceil(n / c["block_n"]) == 1:
+            return "cluster: one column of tiles, no pair to share A's tile"
+        return None
+
+    return checks + [alignment, split_k, one_row, persistent, pairs]
 
 
 def tma_rows(problem: Mapping[str, Any]) -> tuple[bool, bool]:
@@ -274,6 +315,8 @@ class GemmOp(Operator):
             Categorical("warp_specialize", WARP_SPECIALIZE),
             Categorical("swap_ab", (False, True) if small else (False,)),
         ]
+        if SEARCH_CLUSTER:
+            knobs.append(Categorical("cluster", CLUSTERS))
         return Space(knobs, constraints(problem["dtype"], target, problem))
 
     def program(self, problem: Problem, config: Config, target: Target, runtime: tuple[str, ...] = ()) -> Any:
@@ -283,13 +326,22 @@ class GemmOp(Operator):
 
         knobs = {k: v for k, v in config.items() if k != "warp_specialize"}
         m = T.dynamic("m") if "m" in runtime else problem["m"]
+        if knobs.get("cluster", "off") != "off":
+            used = ("cluster", "block_m", "block_n", "block_k", "num_stages", "threads", "panel_size", "warp_policy",
+                    "epilogue", "raster")
+            return cluster_gemm_program(m, problem["n"], problem["k"], problem["dtype"], problem["layout"],
+                                        **{k: knobs.get(k, DEFAULTS.get(k)) for k in used})
+        knobs.pop("cluster", None)
         return gemm_program(
             m, problem["n"], problem["k"], problem["dtype"], problem["layout"], **knobs, num_sms=target.num_sms
         )
 
     def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
         """``warp_specialize``: ``off`` disables TileLang's warp-specialization pass,
-        ``role_based`` selects its automatic scheduler."""
+        ``role_based`` selects its automatic scheduler; the cluster program orders its warp
+        groups itself (:data:`search_spaces.gemm_cluster.PASS_CONFIGS`)."""
+        if config.get("cluster", "off") != "off":
+            return dict(CLUSTER_PASS_CONFIGS)
         ws = config.get("warp_specialize", "on")
         if ws == "off":
             return {"tl.disable_warp_specialized": True}

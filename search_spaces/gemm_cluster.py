@@ -1,0 +1,150 @@
+"""The GEMM tile program for pairs of blocks in a thread-block cluster that share one operand
+through TMA multicast (``cluster`` knob of :mod:`search_spaces.gemm`).
+
+Why a program of its own: at the model shapes where the tuned GEMM trails cuBLAS (512 rows and
+more), Nsight Compute shows cuBLAS launching clusters of two blocks whose shared operand is
+loaded once from L2 and multicast into both blocks' shared memory (RESULTS.md, "What cuBLAS runs
+at these shapes"). TileLang 0.1.15's automatic warp specialization declines multicast copies: its
+pipeline barriers are local to one block, and a multicast write into the other block's stage must
+wait until *that* block's consumers have released it. So the pipeline here is written out:
+
+- one producer warp group and ``threads / 128`` consumer warp groups per block;
+- per stage, a ``full`` barrier (local: the producer's threads arrive, and each block expects the
+  bytes of both tiles, its own load and the multicast alike) and an ``empty`` barrier (cluster
+  barrier: every consumer thread of *both* blocks arrives on it in both blocks, so the block that
+  issues the multicast refills a stage only once its partner has consumed it too);
+- the lower-ranked block of the pair issues the shared tile's multicast; each block loads its own
+  tile of the other operand;
+- a cluster-wide barrier after the barriers' initialisation and before exit, so no block receives
+  a remote arrive or a multicast before its barriers exist or after it has left.
+
+``cluster="m2"`` pairs two tiles of rows (blocks ``(x, 2j)`` and ``(x, 2j+1)``) that share B's
+tile; ``"n2"`` pairs two tiles of columns that share A's. A pair that would run off the edge of
+the tile grid keeps its second block (launch grids are whole clusters): it loads zeros beyond
+the matrix, which TMA fills, and stores nothing there (the store is predicated).
+"""
+
+# no "from __future__ import annotations": TileLang reads the kernel signature's annotations as objects
+
+import math
+from typing import Any
+
+CLUSTERS = ("off", "m2", "n2")
+# Registers per thread after the producer warp group gives its own back (setmaxnreg), with two
+# consumer warp groups: 40 x 128 + 232 x 256 = 64,512 of the SM's 65,536, as CUTLASS's Hopper
+# kernels split them; with one consumer group the launch bound already leaves it 255.
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
+PASS_CONFIGS = {
+    # every hazard between the warp groups is ordered by the pipeline's mbarriers and the named
+    # barrier of the epilogue; TileLang's own pass would add a __syncthreads on each stage, which
+    # the producer (still waiting for a stage) and the consumers (waiting for data) would deadlock on
+    "tl.disable_thread_storage_sync": True,
+}
+
+
+def cluster_gemm_program(
+    m: Any,
+    n: int,
+    k: int,
+    dtype: str,
+    layout: str,
+    *,
+    cluster: str,
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    num_stages: int,
+    threads: int,
+    panel_size: int,
+    warp_policy: str,
+    epilogue: str,
+    raster: Any,
+) -> Any:
+    """The program of one configuration; ``m`` a size or a TIR variable (M at run time).
+    ``threads`` counts consumer threads, as with TileLang's warp specialization; the launch adds
+    the producer warp group. ``panel_size``/``raster`` walk the grid of *pairs* in the order
+    :func:`search_spaces.gemm.rasterized` gives single tiles."""
+    import tilelang.language as T
+
+    from search_spaces.gemm import rasterized
+
+    assert cluster in CLUSTERS[1:], cluster
+    policy = {"square": T.GemmWarpPolicy.Square, "full_row": T.GemmWarpPolicy.FullRow,
+              "full_col": T.GemmWarpPolicy.FullCol}[warp_policy]
+    transpose_b = layout == "nt"
+    b_shape = (n, k) if transpose_b else (k, n)
+    b_tile = (block_n, block_k) if transpose_b else (block_k, block_n)
+    static_m = isinstance(m, int)
+    tiles_m = math.ceil(m / block_m) if static_m else T.ceildiv(m, block_m)
+    tiles_n = math.ceil(n / block_n)
+    k_iters = math.ceil(k / block_k)
+    consumers = threads // 128
+    along_m = cluster == "m2"
+    # the launch grid in whole pairs along the shared axis
+    pairs_m = (tiles_m + 1) // 2 if along_m else tiles_m
+    pairs_n = tiles_n if along_m else (tiles_n + 1) // 2
+    grid = (tiles_n, pairs_m * 2) if along_m else (pairs_n * 2, tiles_m)
+    dims = (1, 2, 1) if along_m else (2, 1, 1)
+    smem_out = epilogue == "smem"
+
+    @T.prim_func
+    def gemm_cluster(
+        A: T.Tensor((m, k), dtype),
+        B: T.Tensor(b_shape, dtype),
+        C: T.Tensor((m, n), dtype),
+    ):
+        with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as (bx, by):
+            a_s = T.alloc_shared((num_stages, block_m, block_k), dtype)
+            b_s = T.alloc_shared((num_stages,) + b_tile, dtype)
+            c_s = T.alloc_shared((block_m, block_n), dtype) if smem_out else None
+            acc = T.alloc_fragment((block_m, block_n), "float32")
+            full = T.alloc_barrier([128] * num_stages)
+            empty = T.alloc_cluster_barrier([threads * 2] * num_stages)
+            # the pair's rank is the position along the cluster's axis; the pair itself is walked
+            # in panels like single tiles
+            if along_m:
+                pm, tn = rasterized(by // 2 * tiles_n + bx, pairs_m, tiles_n, panel_size, raster)
+                tm = pm * 2 + by % 2
+            else:
+                tm, pn = rasterized(by * pairs_n + bx // 2, tiles_m, pairs_n, panel_size, raster)
+                tn = pn * 2 + bx % 2
+            T.cluster_sync()
+            with T.ws(consumers):
+                if consumers == 2:
+                    T.dec_max_nreg(PRODUCER_REGISTERS)
+            with T.ws(*range(consumers)):
+                if consumers == 2:
+                    T.inc_max_nreg(CONSUMER_REGISTERS)
+                T.clear(acc)
+            for ko in T.serial(k_iters):
+                s = ko % num_stages
+                with T.ws(consumers):
+                    T.mbarrier_wait_parity(empty[s], ((ko // num_stages) % 2) ^ 1)
+                    a_src = A[tm * block_m:(tm + 1) * block_m, ko * block_k:(ko + 1) * block_k]
+                    if transpose_b:
+                        b_src = B[tn * block_n:(tn + 1) * block_n, ko * block_k:(ko + 1) * block_k]
+                    else:
+                        b_src = B[ko * block_k:(ko + 1) * block_k, tn * block_n:(tn + 1) * block_n]
+                    if along_m:
+                        T.tma_copy(a_src, a_s[s, :, :], barrier=full[s])
+                        T.tma_copy(b_src, b_s[s, :, :], barrier=full[s], cluster_mask=0b11)
+                    else:
+                        T.tma_copy(a_src, a_s[s, :, :], barrier=full[s], cluster_mask=0b11)
+                        T.tma_copy(b_src, b_s[s, :, :], barrier=full[s])
+                    T.mbarrier_arrive(full[s])
+                with T.ws(*range(consumers)):
+                    T.mbarrier_wait_parity(full[s], (ko // num_stages) % 2)
+                    T.gemm(a_s[s, :, :], b_s[s, :, :], acc, transpose_B=transpose_b, policy=policy)
+                    T.mbarrier_arrive(empty[s], 0)
+                    T.mbarrier_arrive(empty[s], 1)
+            with T.ws(*range(consumers)):
+                if smem_out:
+                    T.copy(acc, c_s)
+                    T.fence_proxy_async()
+                    T.sync_threads(1, threads)
+                    T.copy(c_s, C[tm * block_m, tn * block_n])
+                else:
+                    T.copy(acc, C[tm * block_m, tn * block_n])
+            T.cluster_sync()
+
+    return gemm_cluster

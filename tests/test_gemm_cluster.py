@@ -1,0 +1,145 @@
+"""The GEMM's cluster program (pairs of blocks sharing an operand through TMA multicast): its
+constraints on the CPU, its sm_90a builds and the protocol in their generated code (nvcc, no GPU),
+and on a GPU its results against float64 on awkward shapes."""
+
+import re
+
+import pytest
+
+from search_spaces import gemm
+from search_spaces.gemm import DEFAULTS, GemmOp
+from tilesearch.builder import LocalBuilder
+from tilesearch.records import Candidate, Status
+from tilesearch.target import Target
+
+H100 = Target.from_arch("sm_90a")
+BASE = dict(block_m=128, block_n=256, block_k=64, num_stages=4, threads=256, panel_size=8, warp_policy="full_row",
+            **DEFAULTS)
+OP = GemmOp()
+
+
+def why(problem, **knobs):
+    problem = OP.problem(**problem)
+    space = OP.space(problem, H100)
+    config = {**BASE, **knobs}
+    for check in space.constraints:
+        reason = check(config)
+        if reason:
+            return reason
+    return None
+
+
+def test_the_knob_stays_out_of_the_space_until_it_is_searched():
+    problem = OP.problem(m=4096, n=4096, k=4096)
+    assert not gemm.SEARCH_CLUSTER and "cluster" not in OP.space(problem, H100).names
+    assert "cluster" not in DEFAULTS
+
+
+def test_constraints_say_why_a_cluster_configuration_is_invalid():
+    square = dict(m=4096, n=4096, k=4096)
+    assert why(square, cluster="m2") is None and why(square, cluster="n2") is None
+    assert "one block per output tile" in why(square, cluster="m2", split_k=2)
+    assert "one block per output tile" in why(square, cluster="m2", persistent=True)
+    assert "TMA" in why(square, cluster="n2", tma=False, warp_specialize="off", epilogue="smem")
+    assert "same kernel as warp_specialize=on" in why(square, cluster="m2", warp_specialize="role_based")
+    assert "16-byte aligned" in why(dict(m=4096, n=4096, k=4100), cluster="m2")
+    assert "16-byte aligned" in why(dict(m=4096, n=4100, k=4096, layout="nn"), cluster="n2")
+    assert why(dict(m=4096, n=4100, k=4096, layout="nt"), cluster="n2") is None  # B's rows are K long
+    assert "no pair to share B" in why(dict(m=100, n=4096, k=4096), cluster="m2", panel_size=0)
+    assert "no pair to share A" in why(dict(m=4096, n=256, k=4096), cluster="n2")
+
+
+def test_a_configuration_without_the_knob_builds_the_plain_template():
+    import tilelang  # noqa: F401  (TileLang before TVM)
+
+    problem = OP.problem(m=256, n=256, k=256)
+    config = {**BASE, "block_n": 128}
+    assert OP.pass_configs(problem, {**config, "cluster": "m2"}) == {"tl.disable_thread_storage_sync": True}
+    assert OP.program(problem, config, H100).attrs["global_symbol"] == "gemm"
+    assert OP.program(problem, {**config, "cluster": "m2"}, H100).attrs["global_symbol"] == "gemm_cluster"
+
+
+CASES = {
+    "m2_nt_fp16": ((4096, 4096, 4096, "float16", "nt"), dict(cluster="m2")),
+    "n2_nn_bf16_smem": ((4096, 4096, 4096, "bfloat16", "nn"), dict(cluster="n2", epilogue="smem")),
+    # odd tile counts on the shared axis (the last pair keeps an idle partner), K not a multiple
+    # of block_k, one consumer warp group
+    "m2_odd_one_consumer": ((800, 3000, 520, "float16", "nt"),
+                            dict(cluster="m2", block_n=128, threads=128, num_stages=3, panel_size=0)),
+    "n2_odd_column_raster": ((2000, 800, 1000, "bfloat16", "nt"),
+                             dict(cluster="n2", block_m=128, block_n=128, raster="column", panel_size=4)),
+}
+
+
+def candidate(name, target=H100):
+    (m, n, k, dtype, layout), knobs = CASES[name]
+    return Candidate("gemm", dict(m=m, n=n, k=k, dtype=dtype, layout=layout), {**BASE, **knobs}, target)
+
+
+@pytest.mark.nvcc
+def test_the_cluster_program_builds_for_sm90a_with_its_protocol():
+    with LocalBuilder(workers=2, timeout=900) as builder:
+        results = {name: builder.submit(candidate(name)).result() for name in CASES}
+    failed = {name: r.error for name, r in results.items() if not r.ok}
+    assert not failed, failed
+    for name in CASES:
+        c = candidate(name)
+        src = OP.build(OP.problem(**c.problem), c.config, H100).get_kernel_source()  # TileLang's cache now
+        # the lower rank multicasts the shared tile into both blocks; each block expects its bytes
+        assert "tma_load_multicast" in src and "block_rank_in_cluster() == 0" in src, name
+        assert src.count("expect_transaction") == 2, name
+        assert not re.search(r"block_rank_in_cluster\(\) == 0\) \{\s*full\[[^]]+\]\.expect_transaction", src), name
+        # consumers release each stage in both blocks; the cluster meets after init and before exit
+        assert re.search(r"empty\[[^]]+\]\.arrive\(0u\);\s*empty\[[^]]+\]\.arrive\(1u\);", src), name
+        assert src.count("tl::cluster_sync();") == 3 and src.rstrip().endswith("tl::cluster_sync();\n}"), name
+        # no block-wide barrier the producer (waiting on a stage) and consumers could deadlock on
+        assert "__syncthreads" not in src, name
+    src = OP.build(OP.problem(**candidate("n2_nn_bf16_smem").problem), candidate("n2_nn_bf16_smem").config,
+                   H100).get_kernel_source()
+    assert "warpgroup_reg_dealloc<40>" in src and "warpgroup_reg_alloc<232>" in src
+    assert "fence_proxy_async" in src and "__sync_thread_partial(1, 256)" in src and "tma_store" in src
+
+
+@pytest.mark.nvcc
+def test_the_cluster_program_builds_with_m_at_run_time():
+    """A shape range's export compiles M as a run-time value: the launch grid's whole pairs
+    of tile rows follow it."""
+    c = candidate("m2_odd_one_consumer")
+    kernel = OP.build(OP.problem(**c.problem), c.config, H100, runtime=("m",))
+    src = kernel.get_kernel_source()
+    assert "tma_load_multicast" in src and "__syncthreads" not in src
+
+
+@pytest.mark.gpu
+def test_the_cluster_program_is_correct_against_float64_on_a_gpu():
+    from tilesearch.runner import LocalRunner
+
+    runner = LocalRunner(timeout=120)
+    target = runner.start()
+    failures = []
+    with LocalBuilder(timeout=900) as builder:
+        for name in CASES:
+            build = builder.submit(candidate(name, target)).result()
+            assert build.ok, build.error
+            result = runner.run(build.candidate)
+            if result.status != Status.OK:
+                failures.append((name, result.status, result.error))
+    runner.close()
+    assert not failures, failures
+
+
+def test_the_knob_ablation_adds_the_knob_the_space_leaves_out():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "knob_ablation.py"
+    spec = importlib.util.spec_from_file_location("knob_ablation", path)
+    ablation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ablation)
+    problem = OP.problem(m=4096, n=4096, k=4096)
+    space = ablation.with_values(OP.space(problem, H100), "cluster", ["off", "m2", "n2"])
+    chosen = {**BASE, "persistent": True, "cluster": "off"}
+    found = ablation.variants(space, chosen, ["cluster", "persistent"])
+    assert found[0] == chosen
+    assert {(c["cluster"], c["persistent"]) for c in found} == {("off", True), ("off", False), ("m2", False),
+                                                               ("n2", False)}

@@ -34,7 +34,8 @@ compiles the same kernel as before they existed):
 - ``cluster``: ``off``, or pairs of blocks in a thread-block cluster that load their shared
   operand once and receive it both through TMA multicast: ``m2`` pairs two tile rows (sharing
   B's tile), ``n2`` two tile columns (sharing A's). A program of its own, with its producer and
-  consumer warp groups and its barriers written out (:mod:`search_spaces.gemm_cluster` says why).
+  consumer warp groups and its barriers written out (:mod:`search_spaces.gemm_cluster` says why);
+  with ``persistent`` its producer loads the next tile while the consumers store this one.
   Not searched by default (:data:`SEARCH_CLUSTER`).
 - ``warp_specialize``: TileLang's producer/consumer split of the pipeline: ``on`` (its
   ``WarpSpecialized`` pass, the default), ``role_based`` (its newer automatic scheduler) or
@@ -184,8 +185,9 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
         # stages, the smem epilogue, full_row, block_k 64 or no persistent loop: 0 hangs in 6000
         # launches each. The producer warps run ahead into the next tile while the consumers still
         # store this one, and two stages leave them no slack.
+        # (TileLang's pipeline: the cluster program's barriers hold the producer back itself)
         if (c.get("persistent", False) and c.get("warp_specialize", "on") != "off" and c["num_stages"] == 2
-                and c.get("epilogue", "direct") == "direct"):
+                and c.get("epilogue", "direct") == "direct" and c.get("cluster", "off") == "off"):
             return ("persistent: a warp-specialized persistent loop with 2 stages and a direct epilogue "
                     "hangs (TileLang 0.1.15 on sm_90a)")
         return None
@@ -193,8 +195,8 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
     def clustered(c: Mapping[str, Any]) -> str | None:
         if c.get("cluster", "off") == "off":
             return None
-        if c.get("split_k", 1) > 1 or c.get("persistent", False) or c.get("swap_ab", False):
-            return "cluster: the cluster program runs one block per output tile, unswapped and unsplit"
+        if c.get("split_k", 1) > 1 or c.get("swap_ab", False):
+            return "cluster: the cluster program computes whole tiles, unswapped"
         if not c.get("tma", True):
             return "cluster: the cluster program loads with TMA (multicast)"
         if c.get("warp_specialize", "on") != "on":
@@ -328,9 +330,9 @@ class GemmOp(Operator):
         m = T.dynamic("m") if "m" in runtime else problem["m"]
         if knobs.get("cluster", "off") != "off":
             used = ("cluster", "block_m", "block_n", "block_k", "num_stages", "threads", "panel_size", "warp_policy",
-                    "epilogue", "raster")
+                    "epilogue", "raster", "persistent")
             return cluster_gemm_program(m, problem["n"], problem["k"], problem["dtype"], problem["layout"],
-                                        **{k: knobs.get(k, DEFAULTS.get(k)) for k in used})
+                                        **{k: knobs.get(k, DEFAULTS.get(k)) for k in used}, num_sms=target.num_sms)
         knobs.pop("cluster", None)
         return gemm_program(
             m, problem["n"], problem["k"], problem["dtype"], problem["layout"], **knobs, num_sms=target.num_sms

@@ -11,8 +11,8 @@ wait until *that* block's consumers have released it. So the pipeline here is wr
 - one producer warp group and ``threads / 128`` consumer warp groups per block;
 - per stage, a ``full`` barrier (local: the producer's threads arrive, and each block expects the
   bytes of both tiles, its own load and the multicast alike) and an ``empty`` barrier (cluster
-  barrier: every consumer thread of *both* blocks arrives on it in both blocks, so the block that
-  issues the multicast refills a stage only once its partner has consumed it too);
+  barrier: one lane of every consumer warp of *both* blocks arrives on it in both blocks, so the
+  block that issues the multicast refills a stage only once its partner has consumed it too);
 - the lower-ranked block of the pair issues the shared tile's multicast; each block loads its own
   tile of the other operand;
 - a cluster-wide barrier after the barriers' initialisation and before exit, so no block receives
@@ -59,11 +59,17 @@ def cluster_gemm_program(
     warp_policy: str,
     epilogue: str,
     raster: Any,
+    persistent: bool = False,
+    num_sms: int = 132,
 ) -> Any:
     """The program of one configuration; ``m`` a size or a TIR variable (M at run time).
     ``threads`` counts consumer threads, as with TileLang's warp specialization; the launch adds
     the producer warp group. ``panel_size``/``raster`` walk the grid of *pairs* in the order
-    :func:`search_spaces.gemm.rasterized` gives single tiles."""
+    :func:`search_spaces.gemm.rasterized` gives single tiles.
+
+    ``persistent`` launches at most one pair per two SMs, each looping over pairs in that order.
+    The stage counter runs on across its tiles, so the producer loads the next tile's first
+    stages while the consumers still store this one: the epilogue overlaps the next main loop."""
     import tilelang.language as T
 
     from search_spaces.gemm import rasterized
@@ -80,12 +86,103 @@ def cluster_gemm_program(
     k_iters = math.ceil(k / block_k)
     consumers = threads // 128
     along_m = cluster == "m2"
-    # the launch grid in whole pairs along the shared axis
+    # the grid of pairs: whole pairs along the shared axis
     pairs_m = (tiles_m + 1) // 2 if along_m else tiles_m
     pairs_n = tiles_n if along_m else (tiles_n + 1) // 2
-    grid = (tiles_n, pairs_m * 2) if along_m else (pairs_n * 2, tiles_m)
-    dims = (1, 2, 1) if along_m else (2, 1, 1)
+    pair_tiles = pairs_m * pairs_n
+    clusters = min(pair_tiles, num_sms // 2) if static_m else num_sms // 2
+    waves = math.ceil(pair_tiles / clusters) if static_m else T.ceildiv(pair_tiles, clusters)
+    if persistent:
+        grid, dims = (clusters * 2,), (2, 1, 1)
+    else:
+        grid = (tiles_n, pairs_m * 2) if along_m else (pairs_n * 2, tiles_m)
+        dims = (1, 2, 1) if along_m else (2, 1, 1)
     smem_out = epilogue == "smem"
+
+    def tile_of(pair: Any, rank: Any) -> tuple[Any, Any]:
+        """The (M, N) tile of block ``rank`` of linear pair ``pair``."""
+        pm, pn = rasterized(pair, pairs_m, pairs_n, panel_size, raster)
+        return (pm * 2 + rank, pn) if along_m else (pm, pn * 2 + rank)
+
+    @T.macro
+    def tile(A, B, C, a_s, b_s, c_s, acc, full, empty, tm, tn, base):
+        """One output tile; ``base`` counts the stages this block filled before it."""
+        with T.ws(*range(consumers)):
+            T.clear(acc)
+        for ko in T.serial(k_iters):
+            g = base + ko
+            s = g % num_stages
+            with T.ws(consumers):
+                T.mbarrier_wait_parity(empty[s], ((g // num_stages) % 2) ^ 1)
+                a_src = A[tm * block_m:(tm + 1) * block_m, ko * block_k:(ko + 1) * block_k]
+                if transpose_b:
+                    b_src = B[tn * block_n:(tn + 1) * block_n, ko * block_k:(ko + 1) * block_k]
+                else:
+                    b_src = B[ko * block_k:(ko + 1) * block_k, tn * block_n:(tn + 1) * block_n]
+                if along_m:
+                    T.tma_copy(a_src, a_s[s, :, :], barrier=full[s])
+                    T.tma_copy(b_src, b_s[s, :, :], barrier=full[s], cluster_mask=0b11)
+                else:
+                    T.tma_copy(a_src, a_s[s, :, :], barrier=full[s], cluster_mask=0b11)
+                    T.tma_copy(b_src, b_s[s, :, :], barrier=full[s])
+                T.mbarrier_arrive(full[s])
+            with T.ws(*range(consumers)):
+                T.mbarrier_wait_parity(full[s], (g // num_stages) % 2)
+                T.gemm(a_s[s, :, :], b_s[s, :, :], acc, transpose_B=transpose_b, policy=policy)
+                # the warp has waited for its MMAs (wgmma.wait_group is warp-aligned): one lane
+                # releases the stage for it, as CUTLASS's pipelines do, not 32 arrives on one word
+                if T.shuffle_elect(32):
+                    T.mbarrier_arrive(empty[s], 0)
+                    T.mbarrier_arrive(empty[s], 1)
+        with T.ws(*range(consumers)):
+            if smem_out:
+                # the last tile's TMA store may still read the staging tile (one thread waits for it)
+                T.sync_threads(1, threads)
+                T.copy(acc, c_s)
+                T.fence_proxy_async()
+                T.sync_threads(1, threads)
+                T.copy(c_s, C[tm * block_m, tn * block_n])
+            else:
+                T.copy(acc, C[tm * block_m, tn * block_n])
+
+    def buffers():
+        a_s = T.alloc_shared((num_stages, block_m, block_k), dtype)
+        b_s = T.alloc_shared((num_stages,) + b_tile, dtype)
+        c_s = T.alloc_shared((block_m, block_n), dtype) if smem_out else None
+        acc = T.alloc_fragment((block_m, block_n), "float32")
+        full = T.alloc_barrier([128] * num_stages)
+        empty = T.alloc_cluster_barrier([threads // 32 * 2] * num_stages)  # a lane per consumer warp, both blocks
+        return a_s, b_s, c_s, acc, full, empty
+
+    @T.macro
+    def start():
+        """Both blocks' barriers exist before either arrives remotely; registers move to the consumers."""
+        T.cluster_sync()
+        if consumers == 2:
+            with T.ws(consumers):
+                T.dec_max_nreg(PRODUCER_REGISTERS)
+            with T.ws(*range(consumers)):
+                T.inc_max_nreg(CONSUMER_REGISTERS)
+
+    if persistent:
+
+        @T.prim_func
+        def gemm_cluster_persistent(
+            A: T.Tensor((m, k), dtype),
+            B: T.Tensor(b_shape, dtype),
+            C: T.Tensor((m, n), dtype),
+        ):
+            with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as bx:
+                a_s, b_s, c_s, acc, full, empty = buffers()
+                start()
+                for w in T.serial(waves):
+                    pair = w * clusters + bx // 2
+                    if pair < pair_tiles:  # the same for both blocks of the pair
+                        tm, tn = tile_of(pair, bx % 2)
+                        tile(A, B, C, a_s, b_s, c_s, acc, full, empty, tm, tn, w * k_iters)
+                T.cluster_sync()
+
+        return gemm_cluster_persistent
 
     @T.prim_func
     def gemm_cluster(
@@ -94,57 +191,13 @@ def cluster_gemm_program(
         C: T.Tensor((m, n), dtype),
     ):
         with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as (bx, by):
-            a_s = T.alloc_shared((num_stages, block_m, block_k), dtype)
-            b_s = T.alloc_shared((num_stages,) + b_tile, dtype)
-            c_s = T.alloc_shared((block_m, block_n), dtype) if smem_out else None
-            acc = T.alloc_fragment((block_m, block_n), "float32")
-            full = T.alloc_barrier([128] * num_stages)
-            empty = T.alloc_cluster_barrier([threads * 2] * num_stages)
-            # the pair's rank is the position along the cluster's axis; the pair itself is walked
-            # in panels like single tiles
+            a_s, b_s, c_s, acc, full, empty = buffers()
+            start()
             if along_m:
-                pm, tn = rasterized(by // 2 * tiles_n + bx, pairs_m, tiles_n, panel_size, raster)
-                tm = pm * 2 + by % 2
+                tm, tn = tile_of(by // 2 * tiles_n + bx, by % 2)
             else:
-                tm, pn = rasterized(by * pairs_n + bx // 2, tiles_m, pairs_n, panel_size, raster)
-                tn = pn * 2 + bx % 2
-            T.cluster_sync()
-            with T.ws(consumers):
-                if consumers == 2:
-                    T.dec_max_nreg(PRODUCER_REGISTERS)
-            with T.ws(*range(consumers)):
-                if consumers == 2:
-                    T.inc_max_nreg(CONSUMER_REGISTERS)
-                T.clear(acc)
-            for ko in T.serial(k_iters):
-                s = ko % num_stages
-                with T.ws(consumers):
-                    T.mbarrier_wait_parity(empty[s], ((ko // num_stages) % 2) ^ 1)
-                    a_src = A[tm * block_m:(tm + 1) * block_m, ko * block_k:(ko + 1) * block_k]
-                    if transpose_b:
-                        b_src = B[tn * block_n:(tn + 1) * block_n, ko * block_k:(ko + 1) * block_k]
-                    else:
-                        b_src = B[ko * block_k:(ko + 1) * block_k, tn * block_n:(tn + 1) * block_n]
-                    if along_m:
-                        T.tma_copy(a_src, a_s[s, :, :], barrier=full[s])
-                        T.tma_copy(b_src, b_s[s, :, :], barrier=full[s], cluster_mask=0b11)
-                    else:
-                        T.tma_copy(a_src, a_s[s, :, :], barrier=full[s], cluster_mask=0b11)
-                        T.tma_copy(b_src, b_s[s, :, :], barrier=full[s])
-                    T.mbarrier_arrive(full[s])
-                with T.ws(*range(consumers)):
-                    T.mbarrier_wait_parity(full[s], (ko // num_stages) % 2)
-                    T.gemm(a_s[s, :, :], b_s[s, :, :], acc, transpose_B=transpose_b, policy=policy)
-                    T.mbarrier_arrive(empty[s], 0)
-                    T.mbarrier_arrive(empty[s], 1)
-            with T.ws(*range(consumers)):
-                if smem_out:
-                    T.copy(acc, c_s)
-                    T.fence_proxy_async()
-                    T.sync_threads(1, threads)
-                    T.copy(c_s, C[tm * block_m, tn * block_n])
-                else:
-                    T.copy(acc, C[tm * block_m, tn * block_n])
+                tm, tn = tile_of(by * pairs_n + bx // 2, bx % 2)
+            tile(A, B, C, a_s, b_s, c_s, acc, full, empty, tm, tn, 0)
             T.cluster_sync()
 
     return gemm_cluster

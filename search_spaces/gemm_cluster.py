@@ -105,6 +105,14 @@ def cluster_gemm_program(
         return (pm * 2 + rank, pn) if along_m else (pm, pn * 2 + rank)
 
     @T.macro
+    def release(empty, s):
+        """The warp has waited for its MMAs on stage ``s`` (wgmma.wait_group is warp-aligned): one
+        lane frees it in both blocks, as CUTLASS's pipelines do, not 32 arrives on one word."""
+        if T.shuffle_elect(32):
+            T.mbarrier_arrive(empty[s], 0)
+            T.mbarrier_arrive(empty[s], 1)
+
+    @T.macro
     def tile(A, B, C, a_s, b_s, c_s, acc, full, empty, tm, tn, base):
         """One output tile; ``base`` counts the stages this block filled before it."""
         with T.ws(*range(consumers)):
@@ -128,12 +136,15 @@ def cluster_gemm_program(
                 T.mbarrier_arrive(full[s])
             with T.ws(*range(consumers)):
                 T.mbarrier_wait_parity(full[s], (g // num_stages) % 2)
-                T.gemm(a_s[s, :, :], b_s[s, :, :], acc, transpose_B=transpose_b, policy=policy)
-                # the warp has waited for its MMAs (wgmma.wait_group is warp-aligned): one lane
-                # releases the stage for it, as CUTLASS's pipelines do, not 32 arrives on one word
-                if T.shuffle_elect(32):
-                    T.mbarrier_arrive(empty[s], 0)
-                    T.mbarrier_arrive(empty[s], 1)
+                # one stage's MMAs stay in flight while the next are issued, so the tensor cores do
+                # not wait on the warp between stages; the stage before is then read and released
+                T.wgmma_gemm(a_s[s, :, :], b_s[s, :, :], acc, transpose_B=transpose_b, policy=policy)
+                T.wait_wgmma(1)
+                if ko > 0:
+                    release(empty, (g - 1) % num_stages)
+        with T.ws(*range(consumers)):
+            T.wait_wgmma(0)
+            release(empty, (base + k_iters - 1) % num_stages)
         with T.ws(*range(consumers)):
             if smem_out:
                 # the last tile's TMA store may still read the staging tile (one thread waits for it)

@@ -50,7 +50,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from search_spaces import gemm_model
-from search_spaces.gemm_cluster import CLUSTERS, cluster_gemm_program
+from search_spaces.gemm_cluster import CLUSTERS, SCHEDULES, cluster_gemm_program
 from search_spaces.gemm_cluster import PASS_CONFIGS as CLUSTER_PASS_CONFIGS
 from tilesearch.composite import Composite, Dim, Launch, Workspace
 from tilesearch.op import Operator, Param, Problem, Tolerance
@@ -84,7 +84,8 @@ MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline f
 
 # the knobs added after the plain template, with the values that reproduce it
 DEFAULTS = {"split_k": 1, "persistent": False, "epilogue": "direct", "tma": True, "warp_specialize": "on",
-            "swap_ab": False, "raster": "row", **({"cluster": "off"} if SEARCH_CLUSTER else {})}
+            "swap_ab": False, "raster": "row",
+            **({"cluster": "off", "schedule": "cooperative"} if SEARCH_CLUSTER else {})}
 SWAP_AB_MAX_M = 256  # swapped tiles and deeper pipelines are offered up to this M (decode, small batches)
 MMA_ROWS = 64  # rows of one warp group's MMA on Hopper: an unswapped tile needs block_m >= this
 # A GEMM with few rows streams its weights: its speed is the bytes in flight (on the H100, 16-row
@@ -124,6 +125,8 @@ def smem_bytes(config: Mapping[str, Any], dtype: str) -> int:
     if c.get("epilogue", "direct") != "smem":
         return operands
     out = c["block_m"] * c["block_n"] * (4 if c.get("split_k", 1) > 1 else element_bytes(dtype))
+    if c.get("schedule", "cooperative") == "pingpong":
+        out *= 2  # a staging tile per consumer warp group
     apart = c.get("persistent", False) or c.get("warp_specialize", "on") == "role_based"
     return operands + out if apart else max(operands, out)
 
@@ -136,7 +139,8 @@ def tile_count(problem: Mapping[str, Any], config: Mapping[str, Any]) -> int:
 def registers(c: Mapping[str, Any]) -> str | None:
     """Why a tile needs more float32 accumulators per thread than fit in registers (also used by
     other tile-GEMM operators)."""
-    acc = c["block_m"] * c["block_n"] // c["threads"]
+    owners = 128 if c.get("schedule", "cooperative") == "pingpong" else c["threads"]  # threads holding a tile
+    acc = c["block_m"] * c["block_n"] // owners
     if acc > MAX_ACCUMULATORS_PER_THREAD:
         return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
     return None
@@ -194,7 +198,11 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
 
     def clustered(c: Mapping[str, Any]) -> str | None:
         if c.get("cluster", "off") == "off":
+            if c.get("schedule", "cooperative") != "cooperative":
+                return "schedule: ping-pong is a schedule of the cluster program (cluster=m2 or n2)"
             return None
+        if c.get("schedule", "cooperative") == "pingpong" and not (c.get("persistent", False) and c["threads"] == 256):
+            return "schedule: ping-pong alternates two consumer warp groups (threads=256) over the tiles of a persistent loop"
         if c.get("split_k", 1) > 1 or c.get("swap_ab", False):
             return "cluster: the cluster program computes whole tiles, unswapped"
         if not c.get("tma", True):
@@ -318,7 +326,7 @@ class GemmOp(Operator):
             Categorical("swap_ab", (False, True) if small else (False,)),
         ]
         if SEARCH_CLUSTER:
-            knobs.append(Categorical("cluster", CLUSTERS))
+            knobs += [Categorical("cluster", CLUSTERS), Categorical("schedule", SCHEDULES)]
         return Space(knobs, constraints(problem["dtype"], target, problem))
 
     def program(self, problem: Problem, config: Config, target: Target, runtime: tuple[str, ...] = ()) -> Any:
@@ -330,10 +338,11 @@ class GemmOp(Operator):
         m = T.dynamic("m") if "m" in runtime else problem["m"]
         if knobs.get("cluster", "off") != "off":
             used = ("cluster", "block_m", "block_n", "block_k", "num_stages", "threads", "panel_size", "warp_policy",
-                    "epilogue", "raster", "persistent")
+                    "epilogue", "raster", "persistent", "schedule")
             return cluster_gemm_program(m, problem["n"], problem["k"], problem["dtype"], problem["layout"],
-                                        **{k: knobs.get(k, DEFAULTS.get(k)) for k in used}, num_sms=target.num_sms)
+                                        **{k: knobs[k] for k in used if k in knobs}, num_sms=target.num_sms)
         knobs.pop("cluster", None)
+        knobs.pop("schedule", None)
         return gemm_program(
             m, problem["n"], problem["k"], problem["dtype"], problem["layout"], **knobs, num_sms=target.num_sms
         )

@@ -30,10 +30,14 @@ import math
 from typing import Any
 
 CLUSTERS = ("off", "m2", "n2")
+SCHEDULES = ("cooperative", "pingpong")
 # Registers per thread after the producer warp group gives its own back (setmaxnreg), with two
 # consumer warp groups: 40 x 128 + 232 x 256 = 64,512 of the SM's 65,536, as CUTLASS's Hopper
 # kernels split them; with one consumer group the launch bound already leaves it 255.
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
+# named barriers: 0 is __syncthreads, 1 and 2 each consumer group's epilogue, 3 and 4 the
+# ping-pong order (a group waits on 3 + its index, the other arrives there)
+ORDER_BARRIER = 3
 PASS_CONFIGS = {
     # every hazard between the warp groups is ordered by the pipeline's mbarriers and the named
     # barrier of the epilogue; TileLang's own pass would add a __syncthreads on each stage, which
@@ -60,6 +64,7 @@ def cluster_gemm_program(
     epilogue: str,
     raster: Any,
     persistent: bool = False,
+    schedule: str = "cooperative",
     num_sms: int = 132,
 ) -> Any:
     """The program of one configuration; ``m`` a size or a TIR variable (M at run time).
@@ -69,7 +74,11 @@ def cluster_gemm_program(
 
     ``persistent`` launches at most one pair per two SMs, each looping over pairs in that order.
     The stage counter runs on across its tiles, so the producer loads the next tile's first
-    stages while the consumers still store this one: the epilogue overlaps the next main loop."""
+    stages while the consumers still store this one: the epilogue overlaps the next main loop.
+
+    ``schedule``: ``cooperative`` (the consumer warp groups split each tile) or ``pingpong``
+    (persistent, two consumer groups: each takes every other tile whole, so one group's main loop
+    runs while the other stores, and the stage ring orders their main loops)."""
     import tilelang.language as T
 
     from search_spaces.gemm import rasterized
@@ -98,6 +107,9 @@ def cluster_gemm_program(
         grid = (tiles_n, pairs_m * 2) if along_m else (pairs_n * 2, tiles_m)
         dims = (1, 2, 1) if along_m else (2, 1, 1)
     smem_out = epilogue == "smem"
+    pingpong = schedule == "pingpong"
+    assert not pingpong or (persistent and consumers == 2), "ping-pong: two consumer warp groups in a persistent loop"
+    tile_groups = 2 if pingpong else 1  # accumulators (and staging tiles): one per warp group that owns a tile
 
     def tile_of(pair: Any, rank: Any) -> tuple[Any, Any]:
         """The (M, N) tile of block ``rank`` of linear pair ``pair``."""
@@ -113,67 +125,75 @@ def cluster_gemm_program(
             T.mbarrier_arrive(empty[s], 1)
 
     @T.macro
-    def tile(A, B, C, a_s, b_s, c_s, acc, full, empty, tm, tn, base):
-        """One output tile; ``base`` counts the stages this block filled before it."""
-        with T.ws(*range(consumers)):
-            T.clear(acc)
+    def produce(A, B, a_s, b_s, full, empty, tm, tn, base):
+        """The producer's loads for one tile; ``base`` counts the stages this block filled before it."""
         for ko in T.serial(k_iters):
             g = base + ko
             s = g % num_stages
-            with T.ws(consumers):
-                T.mbarrier_wait_parity(empty[s], ((g // num_stages) % 2) ^ 1)
-                a_src = A[tm * block_m:(tm + 1) * block_m, ko * block_k:(ko + 1) * block_k]
-                if transpose_b:
-                    b_src = B[tn * block_n:(tn + 1) * block_n, ko * block_k:(ko + 1) * block_k]
-                else:
-                    b_src = B[ko * block_k:(ko + 1) * block_k, tn * block_n:(tn + 1) * block_n]
-                if along_m:
-                    T.tma_copy(a_src, a_s[s, :, :], barrier=full[s])
-                    T.tma_copy(b_src, b_s[s, :, :], barrier=full[s], cluster_mask=0b11)
-                else:
-                    T.tma_copy(a_src, a_s[s, :, :], barrier=full[s], cluster_mask=0b11)
-                    T.tma_copy(b_src, b_s[s, :, :], barrier=full[s])
-                T.mbarrier_arrive(full[s])
-            with T.ws(*range(consumers)):
-                T.mbarrier_wait_parity(full[s], (g // num_stages) % 2)
-                # one stage's MMAs stay in flight while the next are issued, so the tensor cores do
-                # not wait on the warp between stages; the stage before is then read and released
-                T.wgmma_gemm(a_s[s, :, :], b_s[s, :, :], acc, transpose_B=transpose_b, policy=policy)
-                T.wait_wgmma(1)
-                if ko > 0:
-                    release(empty, (g - 1) % num_stages)
-        with T.ws(*range(consumers)):
-            T.wait_wgmma(0)
-            release(empty, (base + k_iters - 1) % num_stages)
-        with T.ws(*range(consumers)):
-            if smem_out:
-                # the last tile's TMA store may still read the staging tile (one thread waits for it)
-                T.sync_threads(1, threads)
-                T.copy(acc, c_s)
-                T.fence_proxy_async()
-                T.sync_threads(1, threads)
-                T.copy(c_s, C[tm * block_m, tn * block_n])
+            T.mbarrier_wait_parity(empty[s], ((g // num_stages) % 2) ^ 1)
+            a_src = A[tm * block_m:(tm + 1) * block_m, ko * block_k:(ko + 1) * block_k]
+            if transpose_b:
+                b_src = B[tn * block_n:(tn + 1) * block_n, ko * block_k:(ko + 1) * block_k]
             else:
-                T.copy(acc, C[tm * block_m, tn * block_n])
+                b_src = B[ko * block_k:(ko + 1) * block_k, tn * block_n:(tn + 1) * block_n]
+            if along_m:
+                T.tma_copy(a_src, a_s[s, :, :], barrier=full[s])
+                T.tma_copy(b_src, b_s[s, :, :], barrier=full[s], cluster_mask=0b11)
+            else:
+                T.tma_copy(a_src, a_s[s, :, :], barrier=full[s], cluster_mask=0b11)
+                T.tma_copy(b_src, b_s[s, :, :], barrier=full[s])
+            T.mbarrier_arrive(full[s])
+
+    @T.macro
+    def consume(C, a_s, b_s, c_s, acc, full, empty, tm, tn, base, wgs, turn):
+        """One output tile computed by the consumer warp groups ``wgs``, from the stages the
+        producer filled after ``base``, and stored. ``turn`` (ping-pong) is the tile's place in
+        the block's loop: the group waits until the other has waited for every stage of the tile
+        before, and lets it go on once it has waited for its own. A stage barrier tells its
+        phases apart by parity alone, so a group may wait on it at most one phase ahead: without
+        this order the second group would wait a whole tile ahead and take the first's data."""
+        if pingpong and turn > 0:
+            T.sync_threads(ORDER_BARRIER + wgs[0], 256)
+        T.clear(acc)
+        for ko in T.serial(k_iters):
+            g = base + ko
+            s = g % num_stages
+            T.mbarrier_wait_parity(full[s], (g // num_stages) % 2)
+            # one stage's MMAs stay in flight while the next are issued, so the tensor cores do not
+            # wait on the warp between stages; the stage before is then read and released
+            T.wgmma_gemm(a_s[s, :, :], b_s[s, :, :], acc, transpose_B=transpose_b, policy=policy)
+            T.wait_wgmma(1)
+            if ko > 0:
+                release(empty, (g - 1) % num_stages)
+        if pingpong:
+            T.named_barrier_arrive(ORDER_BARRIER + 1 - wgs[0], 256)
+        T.wait_wgmma(0)
+        release(empty, (base + k_iters - 1) % num_stages)
+        if smem_out:
+            # the last tile's TMA store may still read the staging tile (one thread waits for it)
+            T.sync_threads(1 + wgs[0], 128 * len(wgs))
+            T.copy(acc, c_s)
+            T.fence_proxy_async()
+            T.sync_threads(1 + wgs[0], 128 * len(wgs))
+            T.copy(c_s, C[tm * block_m, tn * block_n])
+        else:
+            T.copy(acc, C[tm * block_m, tn * block_n])
 
     def buffers():
         a_s = T.alloc_shared((num_stages, block_m, block_k), dtype)
         b_s = T.alloc_shared((num_stages,) + b_tile, dtype)
-        c_s = T.alloc_shared((block_m, block_n), dtype) if smem_out else None
-        acc = T.alloc_fragment((block_m, block_n), "float32")
+        c_s = [T.alloc_shared((block_m, block_n), dtype) if smem_out else None for _ in range(tile_groups)]
+        acc = [T.alloc_fragment((block_m, block_n), "float32") for _ in range(tile_groups)]
         full = T.alloc_barrier([128] * num_stages)
-        empty = T.alloc_cluster_barrier([threads // 32 * 2] * num_stages)  # a lane per consumer warp, both blocks
+        # a lane of each warp that consumes a stage, in both blocks
+        empty = T.alloc_cluster_barrier([threads // tile_groups // 32 * 2] * num_stages)
         return a_s, b_s, c_s, acc, full, empty
 
-    @T.macro
-    def start():
-        """Both blocks' barriers exist before either arrives remotely; registers move to the consumers."""
-        T.cluster_sync()
-        if consumers == 2:
-            with T.ws(consumers):
-                T.dec_max_nreg(PRODUCER_REGISTERS)
-            with T.ws(*range(consumers)):
-                T.inc_max_nreg(CONSUMER_REGISTERS)
+    # Each role runs its own loop (the producer's and each consumer group's), as CUTLASS's kernels
+    # do: a tile's accumulators are written and read within one branch of one role, so ptxas sees
+    # them dead between tiles (loops that interleave the roles per stage kept two ping-pong
+    # accumulators live at once: 256 floats a thread, spilled).
+    owners = [(0,), (1,)] if pingpong else [tuple(range(consumers))]
 
     if persistent:
 
@@ -185,12 +205,25 @@ def cluster_gemm_program(
         ):
             with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as bx:
                 a_s, b_s, c_s, acc, full, empty = buffers()
-                start()
-                for w in T.serial(waves):
-                    pair = w * clusters + bx // 2
-                    if pair < pair_tiles:  # the same for both blocks of the pair
-                        tm, tn = tile_of(pair, bx % 2)
-                        tile(A, B, C, a_s, b_s, c_s, acc, full, empty, tm, tn, w * k_iters)
+                T.cluster_sync()  # both blocks' barriers exist before either arrives remotely
+                with T.ws(consumers):
+                    if consumers == 2:
+                        T.dec_max_nreg(PRODUCER_REGISTERS)
+                    for w in T.serial(waves):
+                        pair = w * clusters + bx // 2
+                        if pair < pair_tiles:  # the same for both blocks of the pair
+                            tm, tn = tile_of(pair, bx % 2)
+                            produce(A, B, a_s, b_s, full, empty, tm, tn, w * k_iters)
+                for i, wgs in enumerate(owners):
+                    with T.ws(*wgs):
+                        if consumers == 2:
+                            T.inc_max_nreg(CONSUMER_REGISTERS)
+                        for w in T.serial(waves):
+                            pair = w * clusters + bx // 2
+                            # ping-pong: warp group w % 2 takes the tile
+                            if pair < pair_tiles and (not pingpong or w % 2 == i):
+                                tm, tn = tile_of(pair, bx % 2)
+                                consume(C, a_s, b_s, c_s[i], acc[i], full, empty, tm, tn, w * k_iters, wgs, w)
                 T.cluster_sync()
 
         return gemm_cluster_persistent
@@ -203,12 +236,19 @@ def cluster_gemm_program(
     ):
         with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as (bx, by):
             a_s, b_s, c_s, acc, full, empty = buffers()
-            start()
             if along_m:
                 tm, tn = tile_of(by // 2 * tiles_n + bx, by % 2)
             else:
                 tm, tn = tile_of(by * pairs_n + bx // 2, bx % 2)
-            tile(A, B, C, a_s, b_s, c_s, acc, full, empty, tm, tn, 0)
+            T.cluster_sync()  # both blocks' barriers exist before either arrives remotely
+            with T.ws(consumers):
+                if consumers == 2:
+                    T.dec_max_nreg(PRODUCER_REGISTERS)
+                produce(A, B, a_s, b_s, full, empty, tm, tn, 0)
+            with T.ws(*range(consumers)):
+                if consumers == 2:
+                    T.inc_max_nreg(CONSUMER_REGISTERS)
+                consume(C, a_s, b_s, c_s[0], acc[0], full, empty, tm, tn, 0, tuple(range(consumers)), 0)
             T.cluster_sync()
 
     return gemm_cluster

@@ -43,6 +43,12 @@ def test_constraints_say_why_a_cluster_configuration_is_invalid():
     # the hang of TileLang's persistent pipeline with 2 stages is not the cluster program's
     assert "hangs" in why(square, persistent=True, num_stages=2)
     assert why(square, cluster="n2", persistent=True, num_stages=2) is None
+    assert "cluster program" in why(square, schedule="pingpong", block_n=128)
+    assert "persistent loop" in why(square, cluster="m2", schedule="pingpong", block_n=128)
+    assert "persistent loop" in why(square, cluster="m2", schedule="pingpong", persistent=True, threads=128,
+                                    block_m=64, block_n=128)
+    assert "registers" in why(square, cluster="m2", schedule="pingpong", persistent=True)  # 128x256 in 128 threads
+    assert why(square, cluster="m2", schedule="pingpong", persistent=True, block_n=128) is None
     assert "TMA" in why(square, cluster="n2", tma=False, warp_specialize="off", epilogue="smem")
     assert "same kernel as warp_specialize=on" in why(square, cluster="m2", warp_specialize="role_based")
     assert "16-byte aligned" in why(dict(m=4096, n=4096, k=4100), cluster="m2")
@@ -75,6 +81,12 @@ CASES = {
     "m2_persistent_smem": ((8192, 8192, 1024, "float16", "nn"), dict(cluster="m2", persistent=True, epilogue="smem")),
     "n2_persistent_odd": ((3000, 5000, 4000, "bfloat16", "nt"),
                           dict(cluster="n2", persistent=True, block_n=128, num_stages=2)),
+    # each consumer warp group takes every other tile whole
+    "n2_pingpong": ((4096, 4096, 4096, "bfloat16", "nt"),
+                    dict(cluster="n2", persistent=True, schedule="pingpong", block_m=128, block_n=128)),
+    "m2_pingpong_smem": ((8192, 2048, 1000, "float16", "nn"),
+                         dict(cluster="m2", persistent=True, schedule="pingpong", block_m=64, block_n=256,
+                              epilogue="smem", num_stages=3)),
 }
 
 
@@ -94,12 +106,13 @@ def test_the_cluster_program_builds_for_sm90a_with_its_protocol():
         src = OP.build(OP.problem(**c.problem), c.config, H100).get_kernel_source()  # TileLang's cache now
         # the lower rank multicasts the shared tile into both blocks; each block expects its bytes
         assert "tma_load_multicast" in src and "block_rank_in_cluster() == 0" in src, name
+        owners = 2 if c.config.get("schedule") == "pingpong" else 1  # warp groups that each own a tile
         assert src.count("expect_transaction") == 2, name
         assert not re.search(r"block_rank_in_cluster\(\) == 0\) \{\s*full\[[^]]+\]\.expect_transaction", src), name
         # consumers release each stage in both blocks; the cluster meets after init and before exit
         assert re.search(r"tl_shuffle_elect<32>\(\)\) \{\s*empty\[[^]]+\]\.arrive\(0u\);\s*"
                          r"empty\[[^]]+\]\.arrive\(1u\);", src), name
-        assert re.search(r"empty\[0\]\.init\(" + str(c.config["threads"] // 32 * 2) + r"\)", src), name
+        assert re.search(r"empty\[0\]\.init\(" + str(c.config["threads"] // owners // 32 * 2) + r"\)", src), name
         assert src.count("tl::cluster_sync();") == 3 and src.rstrip().endswith("tl::cluster_sync();\n}"), name
         # no block-wide barrier the producer (waiting on a stage) and consumers could deadlock on
         assert "__syncthreads" not in src, name
@@ -107,6 +120,13 @@ def test_the_cluster_program_builds_for_sm90a_with_its_protocol():
                    H100).get_kernel_source()
     assert "warpgroup_reg_dealloc<40>" in src and "warpgroup_reg_alloc<232>" in src
     assert "fence_proxy_async" in src and "__sync_thread_partial(1, 256)" in src and "tma_store" in src
+    # ping-pong: each group waits for the other's turn before its main loop and hands the turn on after it
+    c = candidate("n2_pingpong")
+    src = OP.build(OP.problem(**c.problem), c.config, H100).get_kernel_source()
+    for mine, other in ((3, 4), (4, 3)):
+        # (an odd turn is never the first: TileLang drops the test there)
+        assert re.search(rf"(if \(0 < turn[_0-9]*\) \{{|== 1\)\) \{{)\s*tl::__sync_thread_partial\({mine}, 256\);", src)
+        assert f"tl::__named_barrier_arrive({other}, 256);" in src
 
 
 @pytest.mark.nvcc

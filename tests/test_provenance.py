@@ -99,3 +99,32 @@ def test_cli_refuses_a_named_study_measured_otherwise_with_exit_2(tmp_path, caps
     assert cli.main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "torch version: 2.0 -> " in err and "tilesearch revalidate" in err
+
+
+def test_the_modules_a_plugin_imports_from_its_own_package_are_part_of_its_source(tmp_path, monkeypatch):
+    """GEMM's cluster program and the grouped GEMM's template live beside the operator's module,
+    imported at the top or inside a method: an edit of them changes what is measured."""
+    pkg = tmp_path / "pkg_plugin"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "template.py").write_text("def program():\n    return 1\n")
+    (pkg / "unused.py").write_text("X = 1\n")
+    (pkg / "op.py").write_text(
+        "import numpy\n"
+        "from tilesearch.testing.toy import ToyOp as _Toy\n\n\n"
+        "class ToyOp(_Toy):\n"
+        "    def build(self, *args, **kwargs):\n"
+        "        from pkg_plugin.template import program  # noqa: F401\n"
+        "        return super().build(*args, **kwargs)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        before = provenance.identity(reload("pkg_plugin.op:ToyOp"), {})
+        (pkg / "unused.py").write_text("X = 2\n")
+        assert provenance.identity(reload("pkg_plugin.op:ToyOp"), {}) == before  # not imported: not its source
+        (pkg / "template.py").write_text("def program():\n    return 2\n")
+        after = provenance.identity(reload("pkg_plugin.op:ToyOp"), {})
+        assert after["op_source"] != before["op_source"]
+    finally:
+        for name in [n for n in sys.modules if n.startswith("pkg_plugin")]:
+            sys.modules.pop(name)
+        registry.load.cache_clear()

@@ -13,7 +13,9 @@ named explicitly whose identity differs is refused with the differences spelled 
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import inspect
 from collections.abc import Mapping
 from typing import Any
@@ -41,9 +43,19 @@ class StaleStudyError(ValueError):
 
 def source_hash(op: Any) -> str:
     """SHA-256 of the source files of ``op``'s class and its bases (tilesearch's interface left
-    out), in MRO order; the file contents only, so the same code hashes alike anywhere."""
+    out), in MRO order, each followed by the modules of its own package that it imports, at the
+    top or inside a function, and so on within the package (GEMM's cluster program and the
+    grouped GEMM's template live in modules of their own, and their edits change what is
+    measured); the file contents only, so the same code hashes alike anywhere."""
     sha = hashlib.sha256()
     seen: set[str] = set()
+
+    def add(path: str | None) -> None:
+        if path and path not in seen:
+            seen.add(path)
+            with open(path, "rb") as f:
+                sha.update(f.read())
+
     for cls in type(op).__mro__:
         if cls.__module__ in _INTERFACE:
             continue
@@ -51,11 +63,51 @@ def source_hash(op: Any) -> str:
             path = inspect.getsourcefile(cls)
         except TypeError:  # defined in C or interactively: nothing to hash
             continue
-        if path and path not in seen:
-            seen.add(path)
-            with open(path, "rb") as f:
-                sha.update(f.read())
+        add(path)
+        for name in _own_imports(cls.__module__, path):
+            add(_module_file(name))
     return sha.hexdigest()
+
+
+def _own_imports(module: str, path: str | None) -> list[str]:
+    """The modules of ``module``'s top-level package that its source at ``path`` imports, and
+    those they import in turn (tilesearch's own left out), in the order first found."""
+    package = module.split(".")[0]
+    if not path or package == "tilesearch" or not path.endswith(".py"):
+        return []
+    found: list[str] = []
+    todo = [(module, path)]
+    while todo:
+        name, file = todo.pop()
+        try:
+            tree = ast.parse(open(file, encoding="utf-8").read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for target in targets:
+                if target.split(".")[0] != package or target in found or target == module:
+                    continue
+                source = _module_file(target)
+                if source:  # a module (a name imported from one is not)
+                    found.append(target)
+                    todo.append((target, source))
+    return found
+
+
+def _module_file(name: str) -> str | None:
+    """The source file of module ``name``, found without importing it; None for a package's
+    other names or a module without a Python source."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(spec, "origin", None)
+    return origin if origin and origin.endswith(".py") else None
 
 
 def identity(op: Any, versions: Mapping[str, Any], measured_by: str = "") -> dict[str, Any]:

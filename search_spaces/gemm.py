@@ -131,6 +131,15 @@ def smem_bytes(config: Mapping[str, Any], dtype: str) -> int:
     return operands + out if apart else max(operands, out)
 
 
+def gemm_warp_policy(name: str) -> Any:
+    """TileLang's ``GemmWarpPolicy`` for a ``warp_policy`` knob value (also used by the cluster
+    program and other tile-GEMM operators)."""
+    import tilelang.language as T
+
+    return {"square": T.GemmWarpPolicy.Square, "full_row": T.GemmWarpPolicy.FullRow,
+            "full_col": T.GemmWarpPolicy.FullCol}[name]
+
+
 def tile_count(problem: Mapping[str, Any], config: Mapping[str, Any]) -> int:
     """Output tiles of ``config`` (blocks of the plain launch)."""
     return math.ceil(problem["m"] / config["block_m"]) * math.ceil(problem["n"] / config["block_n"])
@@ -482,11 +491,7 @@ def gemm_program(
     """
     import tilelang.language as T
 
-    policy = {
-        "square": T.GemmWarpPolicy.Square,
-        "full_row": T.GemmWarpPolicy.FullRow,
-        "full_col": T.GemmWarpPolicy.FullCol,
-    }[warp_policy]
+    policy = gemm_warp_policy(warp_policy)
     transpose_b = layout == "nt"
     b_shape = (n, k) if transpose_b else (k, n)
     b_tile = (block_n, block_k) if transpose_b else (block_k, block_n)

@@ -81,11 +81,10 @@ def cluster_gemm_program(
     runs while the other stores, and the stage ring orders their main loops)."""
     import tilelang.language as T
 
-    from search_spaces.gemm import rasterized
+    from search_spaces.gemm import gemm_warp_policy, rasterized
 
     assert cluster in CLUSTERS[1:], cluster
-    policy = {"square": T.GemmWarpPolicy.Square, "full_row": T.GemmWarpPolicy.FullRow,
-              "full_col": T.GemmWarpPolicy.FullCol}[warp_policy]
+    policy = gemm_warp_policy(warp_policy)
     transpose_b = layout == "nt"
     b_shape = (n, k) if transpose_b else (k, n)
     b_tile = (block_n, block_k) if transpose_b else (block_k, block_n)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
+from search_spaces.gemm import gemm_warp_policy
+
 
 def tile_table(sizes: Sequence[int], block_m: int, block_n: int, n: int) -> tuple[list[int], list[int]]:
     """First tile and first row of each expert, and one past the last (prefix sums)."""
@@ -48,11 +50,7 @@ def grouped_gemm_program(
     """
     import tilelang.language as T
 
-    policy = {
-        "square": T.GemmWarpPolicy.Square,
-        "full_row": T.GemmWarpPolicy.FullRow,
-        "full_col": T.GemmWarpPolicy.FullCol,
-    }[warp_policy]
+    policy = gemm_warp_policy(warp_policy)
     experts, total = len(sizes), sum(sizes)
     tiles_n = math.ceil(n / block_n)
     first_tile, first_row = tile_table(sizes, block_m, block_n, n)

@@ -16,7 +16,7 @@ Writes ``knob_ablation.json`` under ``out`` and prints, per problem, every varia
 ``torch.matmul``, the recorded choice marked ``*``, and last one line per problem: the choice, the
 best variant and their difference.
 
-usage: python scripts/knob_ablation.py out=$OUT knob=raster [values=row,column] [also=panel_size] from=a.json[,b.json] ['only=m=16,|m=128,'] [budget_s=400]
+usage: python scripts/knob_ablation.py out=$OUT knob=raster [values=row,column] [also=panel_size] from=a.json[,b.json] ['only=m=16,|m=128,'] [budget_s=400] [run_timeout=120]
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
     from tilesearch.runner.local import LocalRunner
 
     op = registry.load("gemm")
-    runner = LocalRunner(timeout=120)
+    runner = LocalRunner(timeout=float(opts.get("run_timeout", 120)))  # a variant that hangs costs this
     target = runner.start()
     todo = []
     for problem, config in chosen(opts["from"].split(","), opts.get("only")):

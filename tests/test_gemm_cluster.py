@@ -174,12 +174,14 @@ def test_the_cluster_program_builds_with_m_at_run_time():
 def test_the_cluster_program_is_correct_against_float64_on_a_gpu():
     from tilesearch.runner import LocalRunner
 
-    runner = LocalRunner(timeout=120)
+    # a protocol fault would hang a kernel: 30 s each (a correct one checks and times in 2 s)
+    runner = LocalRunner(timeout=30)
     target = runner.start()
     failures = []
     with LocalBuilder(timeout=900) as builder:
-        for name in CASES:
-            build = builder.submit(candidate(name, target)).result()
+        futures = {name: builder.submit(candidate(name, target)) for name in CASES}
+        for name, future in futures.items():
+            build = future.result()
             assert build.ok, build.error
             result = runner.run(build.candidate)
             if result.status != Status.OK:

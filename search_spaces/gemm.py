@@ -33,7 +33,8 @@ compiles the same kernel as before they existed):
   (``panel_size=0``, one tile column). Not searched by default (:data:`SEARCH_COLUMN_RASTER`).
 - ``cluster``: ``off``, or pairs of blocks in a thread-block cluster that load their shared
   operand once and receive it both through TMA multicast: ``m2`` pairs two tile rows (sharing
-  B's tile), ``n2`` two tile columns (sharing A's). A program of its own, with its producer and
+  B's tile), ``n2`` two tile columns (sharing A's); ``k2`` splits K between the two and reduces
+  through shared memory (split-K without a second kernel). A program of its own, with its producer and
   consumer warp groups and its barriers written out (:mod:`search_spaces.gemm_cluster` says why);
   with ``persistent`` its producer loads the next tile while the consumers store this one.
   Not searched by default (:data:`SEARCH_CLUSTER`).
@@ -49,9 +50,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search_spaces import gemm_model
+from search_spaces import gemm_cluster, gemm_model
 from search_spaces.gemm_cluster import CLUSTERS, SCHEDULES, cluster_gemm_program
-from search_spaces.gemm_cluster import PASS_CONFIGS as CLUSTER_PASS_CONFIGS
 from tilesearch.composite import Composite, Dim, Launch, Workspace
 from tilesearch.op import Operator, Param, Problem, Tolerance
 from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
@@ -122,12 +122,15 @@ def smem_bytes(config: Mapping[str, Any], dtype: str) -> int:
     tile asked for 327680 B, and failed at launch on an H100)."""
     c = config
     operands = c["num_stages"] * (c["block_m"] * c["block_k"] + c["block_k"] * c["block_n"]) * element_bytes(dtype)
+    if c.get("cluster", "off") == "k2":  # the partner's partial sums, kept apart from the rest
+        operands += c["block_m"] * c["block_n"] * 4
     if c.get("epilogue", "direct") != "smem":
         return operands
     out = c["block_m"] * c["block_n"] * (4 if c.get("split_k", 1) > 1 else element_bytes(dtype))
     if c.get("schedule", "cooperative") == "pingpong":
         out *= 2  # a staging tile per consumer warp group
-    apart = c.get("persistent", False) or c.get("warp_specialize", "on") == "role_based"
+    apart = (c.get("persistent", False) or c.get("warp_specialize", "on") == "role_based"
+             or c.get("cluster", "off") == "k2")
     return operands + out if apart else max(operands, out)
 
 
@@ -268,6 +271,14 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
         cluster = c.get("cluster", "off")
         if cluster == "off":
             return None
+        if cluster == "k2":
+            if c.get("persistent", False):
+                return "cluster: k2 reduces one tile per pair of blocks (no persistent loop)"
+            tiles = tile_count(problem, c)
+            if tiles >= sms:
+                return f"cluster: k2: {tiles} output tiles already fill {sms} SMs"
+            if math.ceil(k / c["block_k"]) < 2 * MIN_K_TILES_PER_SPLIT:
+                return f"cluster: k2 leaves fewer than {MIN_K_TILES_PER_SPLIT} K tiles to each block of the pair"
         size = element_bytes(problem["dtype"])
         if k * size % 16 or (problem["layout"] == "nn" and n * size % 16):
             return "cluster: the cluster program loads A and B by TMA, which needs 16-byte aligned rows of both"
@@ -359,9 +370,9 @@ class GemmOp(Operator):
     def pass_configs(self, problem: Problem, config: Config) -> dict[str, Any]:
         """``warp_specialize``: ``off`` disables TileLang's warp-specialization pass,
         ``role_based`` selects its automatic scheduler; the cluster program orders its warp
-        groups itself (:data:`search_spaces.gemm_cluster.PASS_CONFIGS`)."""
+        groups itself (:func:`search_spaces.gemm_cluster.pass_configs`)."""
         if config.get("cluster", "off") != "off":
-            return dict(CLUSTER_PASS_CONFIGS)
+            return gemm_cluster.pass_configs(config["cluster"])
         ws = config.get("warp_specialize", "on")
         if ws == "off":
             return {"tl.disable_warp_specialized": True}

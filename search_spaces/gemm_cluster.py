@@ -22,6 +22,13 @@ wait until *that* block's consumers have released it. So the pipeline here is wr
 tile; ``"n2"`` pairs two tiles of columns that share A's. A pair that would run off the edge of
 the tile grid keeps its second block (launch grids are whole clusters): it loads zeros beyond
 the matrix, which TMA fills, and stores nothing there (the store is predicated).
+
+``cluster="k2"`` is split-K reduced inside the kernel, in place of the split-K template's
+second pass over a global workspace: both blocks of a pair compute the same tile over halves of
+K, and block 1 sends its float32 partial sums into block 0's shared memory in one bulk copy
+(distributed shared memory), which block 0 adds to its own before storing the tile. For the
+problems whose tiles leave SMs idle and whose K is long (1024 x 1024 x 14336: 0.93x cuBLAS with
+the second pass, RESULTS.md).
 """
 
 # no "from __future__ import annotations": TileLang reads the kernel signature's annotations as objects
@@ -29,7 +36,7 @@ the matrix, which TMA fills, and stores nothing there (the store is predicated).
 import math
 from typing import Any
 
-CLUSTERS = ("off", "m2", "n2")
+CLUSTERS = ("off", "m2", "n2", "k2")
 SCHEDULES = ("cooperative", "pingpong")
 # Registers per thread after the producer warp group gives its own back (setmaxnreg), with two
 # consumer warp groups: 40 x 128 + 232 x 256 = 64,512 of the SM's 65,536, as CUTLASS's Hopper
@@ -38,12 +45,19 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 # named barriers: 0 is __syncthreads, 1 and 2 each consumer group's epilogue, 3 and 4 the
 # ping-pong order (a group waits on 3 + its index, the other arrives there)
 ORDER_BARRIER = 3
-PASS_CONFIGS = {
-    # every hazard between the warp groups is ordered by the pipeline's mbarriers and the named
-    # barrier of the epilogue; TileLang's own pass would add a __syncthreads on each stage, which
-    # the producer (still waiting for a stage) and the consumers (waiting for data) would deadlock on
-    "tl.disable_thread_storage_sync": True,
-}
+def pass_configs(cluster: str) -> dict[str, Any]:
+    """TileLang's pass configuration for the cluster program."""
+    configs: dict[str, Any] = {
+        # every hazard between the warp groups is ordered by the pipeline's mbarriers and the named
+        # barriers of the epilogue; TileLang's own pass would add a __syncthreads on each stage, which
+        # the producer (still waiting for a stage) and the consumers (waiting for data) would deadlock on
+        "tl.disable_thread_storage_sync": True,
+    }
+    if cluster == "k2":
+        # the partner's partial sums land in the reduction buffer while this block may still be in
+        # its main loop: TileLang must not lay that buffer over the stages, dead by then in program order
+        configs["tl.disable_shared_memory_reuse"] = True
+    return configs
 
 
 def cluster_gemm_program(
@@ -93,10 +107,11 @@ def cluster_gemm_program(
     tiles_n = math.ceil(n / block_n)
     k_iters = math.ceil(k / block_k)
     consumers = threads // 128
-    along_m = cluster == "m2"
-    # the grid of pairs: whole pairs along the shared axis
+    along_m, split = cluster == "m2", cluster == "k2"
+    # the grid of pairs: whole pairs along the shared axis (k2: a pair is one tile)
     pairs_m = (tiles_m + 1) // 2 if along_m else tiles_m
-    pairs_n = tiles_n if along_m else (tiles_n + 1) // 2
+    pairs_n = tiles_n if along_m or split else (tiles_n + 1) // 2
+    half = (k_iters + 1) // 2  # k2: rank 0's K tiles, rank 1 the rest
     pair_tiles = pairs_m * pairs_n
     clusters = min(pair_tiles, num_sms // 2) if static_m else num_sms // 2
     waves = math.ceil(pair_tiles / clusters) if static_m else T.ceildiv(pair_tiles, clusters)
@@ -108,34 +123,67 @@ def cluster_gemm_program(
     smem_out = epilogue == "smem"
     pingpong = schedule == "pingpong"
     assert not pingpong or (persistent and consumers == 2), "ping-pong: two consumer warp groups in a persistent loop"
+    assert not split or not persistent, "k2: one tile per pair (its reduction barrier is used once)"
     tile_groups = 2 if pingpong else 1  # accumulators (and staging tiles): one per warp group that owns a tile
 
     def tile_of(pair: Any, rank: Any) -> tuple[Any, Any]:
         """The (M, N) tile of block ``rank`` of linear pair ``pair``."""
         pm, pn = rasterized(pair, pairs_m, pairs_n, panel_size, raster)
+        if split:
+            return pm, pn
         return (pm * 2 + rank, pn) if along_m else (pm, pn * 2 + rank)
+
+    def k_range(rank: Any) -> tuple[Any, Any]:
+        """The first K tile of block ``rank`` and how many it takes."""
+        if not split:
+            return 0, k_iters
+        return rank * half, T.if_then_else(rank == 0, half, k_iters - half)
 
     @T.macro
     def release(empty, s):
         """The warp has waited for its MMAs on stage ``s`` (wgmma.wait_group is warp-aligned): one
         lane frees it in both blocks, as CUTLASS's pipelines do, not 32 arrives on one word."""
         if T.shuffle_elect(32):
-            T.mbarrier_arrive(empty[s], 0)
-            T.mbarrier_arrive(empty[s], 1)
+            if split:  # each block loads its own tiles: the stage is its own to free
+                T.mbarrier_arrive(empty[s])
+            else:
+                T.mbarrier_arrive(empty[s], 0)
+                T.mbarrier_arrive(empty[s], 1)
 
     @T.macro
-    def produce(A, B, a_s, b_s, full, empty, tm, tn, base):
+    def reduce(acc, red_s, red_bar, rank, wgs):
+        """k2: block 1 stages its partial sums in shared memory and copies them in one bulk
+        transfer into block 0's, whose barrier counts the bytes; block 0 adds them to its own.
+        The staging buffer stays apart from the stages (:func:`pass_configs`): the copy lands while
+        block 0 may still be in its main loop."""
+        if rank == 1:
+            T.copy(acc, red_s)
+            T.fence_proxy_async()
+            T.sync_threads(1 + wgs[0], 128 * len(wgs))
+            T.copy_cluster(red_s, red_s, dst_block=0, remote_barrier=red_bar[0])
+        else:
+            T.mbarrier_wait_parity(red_bar[0], 0)
+            for i, j in T.Parallel(block_m, block_n):
+                acc[i, j] += red_s[i, j]
+
+    @T.macro
+    def produce(A, B, a_s, b_s, full, empty, tm, tn, base, rank):
         """The producer's loads for one tile; ``base`` counts the stages this block filled before it."""
-        for ko in T.serial(k_iters):
-            g = base + ko
+        first, count = k_range(rank)
+        for i in T.serial(count):
+            g = base + i
             s = g % num_stages
+            ko = first + i
             T.mbarrier_wait_parity(empty[s], ((g // num_stages) % 2) ^ 1)
             a_src = A[tm * block_m:(tm + 1) * block_m, ko * block_k:(ko + 1) * block_k]
             if transpose_b:
                 b_src = B[tn * block_n:(tn + 1) * block_n, ko * block_k:(ko + 1) * block_k]
             else:
                 b_src = B[ko * block_k:(ko + 1) * block_k, tn * block_n:(tn + 1) * block_n]
-            if along_m:
+            if split:
+                T.tma_copy(a_src, a_s[s, :, :], barrier=full[s])
+                T.tma_copy(b_src, b_s[s, :, :], barrier=full[s])
+            elif along_m:
                 T.tma_copy(a_src, a_s[s, :, :], barrier=full[s])
                 T.tma_copy(b_src, b_s[s, :, :], barrier=full[s], cluster_mask=0b11)
             else:
@@ -144,7 +192,7 @@ def cluster_gemm_program(
             T.mbarrier_arrive(full[s])
 
     @T.macro
-    def consume(C, a_s, b_s, c_s, acc, full, empty, tm, tn, base, wgs, turn):
+    def consume(C, a_s, b_s, c_s, acc, full, empty, tm, tn, base, wgs, turn, rank, red_s, red_bar):
         """One output tile computed by the consumer warp groups ``wgs``, from the stages the
         producer filled after ``base``, and stored. ``turn`` (ping-pong) is the tile's place in
         the block's loop: the group waits until the other has waited for every stage of the tile
@@ -154,21 +202,26 @@ def cluster_gemm_program(
         if pingpong and turn > 0:
             T.sync_threads(ORDER_BARRIER + wgs[0], 256)
         T.clear(acc)
-        for ko in T.serial(k_iters):
-            g = base + ko
+        first, count = k_range(rank)
+        for i in T.serial(count):
+            g = base + i
             s = g % num_stages
             T.mbarrier_wait_parity(full[s], (g // num_stages) % 2)
             # one stage's MMAs stay in flight while the next are issued, so the tensor cores do not
             # wait on the warp between stages; the stage before is then read and released
             T.wgmma_gemm(a_s[s, :, :], b_s[s, :, :], acc, transpose_B=transpose_b, policy=policy)
             T.wait_wgmma(1)
-            if ko > 0:
+            if i > 0:
                 release(empty, (g - 1) % num_stages)
         if pingpong:
             T.named_barrier_arrive(ORDER_BARRIER + 1 - wgs[0], 256)
         T.wait_wgmma(0)
-        release(empty, (base + k_iters - 1) % num_stages)
-        if smem_out:
+        release(empty, (base + count - 1) % num_stages)
+        if split:
+            reduce(acc, red_s, red_bar, rank, wgs)
+        if split and rank == 1:
+            T.evaluate(0)  # its partial sums went to its partner, which stores the tile
+        elif smem_out:
             # the last tile's TMA store may still read the staging tile (one thread waits for it)
             T.sync_threads(1 + wgs[0], 128 * len(wgs))
             T.copy(acc, c_s)
@@ -184,9 +237,13 @@ def cluster_gemm_program(
         c_s = [T.alloc_shared((block_m, block_n), dtype) if smem_out else None for _ in range(tile_groups)]
         acc = [T.alloc_fragment((block_m, block_n), "float32") for _ in range(tile_groups)]
         full = T.alloc_barrier([128] * num_stages)
-        # a lane of each warp that consumes a stage, in both blocks
-        empty = T.alloc_cluster_barrier([threads // tile_groups // 32 * 2] * num_stages)
-        return a_s, b_s, c_s, acc, full, empty
+        if split:  # a lane of each consumer warp; the reduction's copy arrives once with its bytes
+            empty = T.alloc_barrier([threads // 32] * num_stages)
+            red_s, red_bar = T.alloc_shared((block_m, block_n), "float32"), T.alloc_cluster_barrier([1])
+        else:  # a lane of each warp that consumes a stage, in both blocks
+            empty = T.alloc_cluster_barrier([threads // tile_groups // 32 * 2] * num_stages)
+            red_s, red_bar = None, None
+        return a_s, b_s, c_s, acc, full, empty, red_s, red_bar
 
     # Each role runs its own loop (the producer's and each consumer group's), as CUTLASS's kernels
     # do: a tile's accumulators are written and read within one branch of one role, so ptxas sees
@@ -203,7 +260,7 @@ def cluster_gemm_program(
             C: T.Tensor((m, n), dtype),
         ):
             with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as bx:
-                a_s, b_s, c_s, acc, full, empty = buffers()
+                a_s, b_s, c_s, acc, full, empty, red_s, red_bar = buffers()
                 T.cluster_sync()  # both blocks' barriers exist before either arrives remotely
                 with T.ws(consumers):
                     if consumers == 2:
@@ -212,7 +269,7 @@ def cluster_gemm_program(
                         pair = w * clusters + bx // 2
                         if pair < pair_tiles:  # the same for both blocks of the pair
                             tm, tn = tile_of(pair, bx % 2)
-                            produce(A, B, a_s, b_s, full, empty, tm, tn, w * k_iters)
+                            produce(A, B, a_s, b_s, full, empty, tm, tn, w * k_iters, bx % 2)
                 for i, wgs in enumerate(owners):
                     with T.ws(*wgs):
                         if consumers == 2:
@@ -222,7 +279,8 @@ def cluster_gemm_program(
                             # ping-pong: warp group w % 2 takes the tile
                             if pair < pair_tiles and (not pingpong or w % 2 == i):
                                 tm, tn = tile_of(pair, bx % 2)
-                                consume(C, a_s, b_s, c_s[i], acc[i], full, empty, tm, tn, w * k_iters, wgs, w)
+                                consume(C, a_s, b_s, c_s[i], acc[i], full, empty, tm, tn, w * k_iters, wgs, w, bx % 2,
+                                        red_s, red_bar)
                 T.cluster_sync()
 
         return gemm_cluster_persistent
@@ -234,20 +292,22 @@ def cluster_gemm_program(
         C: T.Tensor((m, n), dtype),
     ):
         with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as (bx, by):
-            a_s, b_s, c_s, acc, full, empty = buffers()
+            a_s, b_s, c_s, acc, full, empty, red_s, red_bar = buffers()
+            rank = by % 2 if along_m else bx % 2
             if along_m:
-                tm, tn = tile_of(by // 2 * tiles_n + bx, by % 2)
+                tm, tn = tile_of(by // 2 * tiles_n + bx, rank)
             else:
-                tm, tn = tile_of(by * pairs_n + bx // 2, bx % 2)
+                tm, tn = tile_of(by * pairs_n + bx // 2, rank)
             T.cluster_sync()  # both blocks' barriers exist before either arrives remotely
             with T.ws(consumers):
                 if consumers == 2:
                     T.dec_max_nreg(PRODUCER_REGISTERS)
-                produce(A, B, a_s, b_s, full, empty, tm, tn, 0)
+                produce(A, B, a_s, b_s, full, empty, tm, tn, 0, rank)
             with T.ws(*range(consumers)):
                 if consumers == 2:
                     T.inc_max_nreg(CONSUMER_REGISTERS)
-                consume(C, a_s, b_s, c_s[0], acc[0], full, empty, tm, tn, 0, tuple(range(consumers)), 0)
+                consume(C, a_s, b_s, c_s[0], acc[0], full, empty, tm, tn, 0, tuple(range(consumers)), 0, rank, red_s,
+                        red_bar)
             T.cluster_sync()
 
     return gemm_cluster

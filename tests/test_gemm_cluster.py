@@ -49,6 +49,13 @@ def test_constraints_say_why_a_cluster_configuration_is_invalid():
                                     block_m=64, block_n=128)
     assert "registers" in why(square, cluster="m2", schedule="pingpong", persistent=True)  # 128x256 in 128 threads
     assert why(square, cluster="m2", schedule="pingpong", persistent=True, block_n=128) is None
+    long_k = dict(m=1024, n=1024, k=14336)  # 64 tiles of 128x128
+    assert why(long_k, cluster="k2", block_n=128) is None
+    assert "fill 132 SMs" in why(square, cluster="k2", block_n=128)
+    assert "fewer than 4 K tiles" in why(dict(m=1024, n=1024, k=448), cluster="k2", block_n=128)
+    # the partner's partial sums take a float32 tile of their own: 128 KB for 128x256
+    assert why(long_k, block_n=256, num_stages=3) is None
+    assert "shared memory" in why(long_k, cluster="k2", block_n=256, num_stages=3)
     assert "TMA" in why(square, cluster="n2", tma=False, warp_specialize="off", epilogue="smem")
     assert "same kernel as warp_specialize=on" in why(square, cluster="m2", warp_specialize="role_based")
     assert "16-byte aligned" in why(dict(m=4096, n=4096, k=4100), cluster="m2")
@@ -64,6 +71,7 @@ def test_a_configuration_without_the_knob_builds_the_plain_template():
     problem = OP.problem(m=256, n=256, k=256)
     config = {**BASE, "block_n": 128}
     assert OP.pass_configs(problem, {**config, "cluster": "m2"}) == {"tl.disable_thread_storage_sync": True}
+    assert OP.pass_configs(problem, {**config, "cluster": "k2"})["tl.disable_shared_memory_reuse"]
     assert OP.program(problem, config, H100).attrs["global_symbol"] == "gemm"
     assert OP.program(problem, {**config, "cluster": "m2"}, H100).attrs["global_symbol"] == "gemm_cluster"
 
@@ -87,6 +95,11 @@ CASES = {
     "m2_pingpong_smem": ((8192, 2048, 1000, "float16", "nn"),
                          dict(cluster="m2", persistent=True, schedule="pingpong", block_m=64, block_n=256,
                               epilogue="smem", num_stages=3)),
+    # K split between the pair, block 1's partial sums reduced into block 0 through shared memory;
+    # an odd number of K tiles (block 0 takes the extra one)
+    "k2_long_k": ((1024, 1024, 14336, "float16", "nn"), dict(cluster="k2", block_n=128)),
+    "k2_odd_smem": ((300, 1000, 4000, "bfloat16", "nt"),
+                    dict(cluster="k2", block_n=128, threads=128, epilogue="smem", num_stages=3)),
 }
 
 
@@ -104,6 +117,13 @@ def test_the_cluster_program_builds_for_sm90a_with_its_protocol():
     for name in CASES:
         c = candidate(name)
         src = OP.build(OP.problem(**c.problem), c.config, H100).get_kernel_source()  # TileLang's cache now
+        if c.config["cluster"] == "k2":
+            # each block loads its own half of K and frees its own stages; block 1 copies its
+            # partial sums into block 0's shared memory in one bulk transfer, which block 0 awaits
+            assert "multicast" not in src and "arrive(0u)" not in src and "tma_store_cluster" in src, name
+            assert re.search(r"red_bar(_mem)?\[0\]\.wait\(0\)", src), name
+            assert src.count("tl::cluster_sync();") == 3 and "__syncthreads" not in src, name
+            continue
         # the lower rank multicasts the shared tile into both blocks; each block expects its bytes
         assert "tma_load_multicast" in src and "block_rank_in_cluster() == 0" in src, name
         owners = 2 if c.config.get("schedule") == "pingpong" else 1  # warp groups that each own a tile

@@ -45,6 +45,8 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 # named barriers: 0 is __syncthreads, 1 and 2 each consumer group's epilogue, 3 and 4 the
 # ping-pong order (a group waits on 3 + its index, the other arrives there)
 ORDER_BARRIER = 3
+
+
 def pass_configs(cluster: str) -> dict[str, Any]:
     """TileLang's pass configuration for the cluster program."""
     configs: dict[str, Any] = {
@@ -92,7 +94,10 @@ def cluster_gemm_program(
 
     ``schedule``: ``cooperative`` (the consumer warp groups split each tile) or ``pingpong``
     (persistent, two consumer groups: each takes every other tile whole, so one group's main loop
-    runs while the other stores, and the stage ring orders their main loops)."""
+    runs while the other stores; two named barriers hand the main loop from one to the other).
+
+    ``cluster="k2"``: both blocks of a pair compute one tile, block 0 over the first half of the
+    K tiles (the larger, for an odd count) and block 1 over the rest; no persistent loop."""
     import tilelang.language as T
 
     from search_spaces.gemm import gemm_warp_policy, rasterized

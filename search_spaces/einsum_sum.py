@@ -30,10 +30,13 @@ for algorithm ..."), so the space enumerates each distinct kernel once.
 # no "from __future__ import annotations": TileLang reads the kernel signature's annotations as objects
 
 import functools
+import os
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from search_spaces.einsum_sum_specialized import PASS_CONFIGS as SPECIALIZED_PASS_CONFIGS
+from search_spaces.einsum_sum_specialized import stream_specialized_program
 from tilesearch.composite import Composite, Launch, Workspace
 from tilesearch.op import Operator, Param, Problem, ProblemError, Tolerance
 from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
@@ -46,8 +49,16 @@ WALKS_K = ("fused", "reduce_stream")  # kernels whose main loop walks K tiles, w
 TWO_KERNELS = {"reduce_first", "reduce_stream"}  # a reduce kernel first, writing hi/lo
 # how a tile of S leaves the registers: straight to global memory; staged in shared memory and
 # written by one bulk copy (TMA on sm_90 where S's rows are 16-byte aligned); or (WALKS_K only)
-# through two shared buffers whose TMA stores overlap the next tile's arithmetic
-EPILOGUES = ("fragment", "shared", "async")
+# through two shared buffers whose TMA stores overlap the next tile's arithmetic; or
+# (reduce_stream only) by two consumer warp groups that take every other tile, one staging and
+# storing while the other computes, fed by a producer group (search_spaces/einsum_sum_specialized.py)
+EPILOGUES = ("fragment", "shared", "async", "specialized")
+# Whether the search offers the specialized walk. Off until it has run on a GPU: it builds for
+# sm_90a and its protocol is checked in the generated code (tests/test_einsum_sum_specialized.py),
+# but it has not been checked against float64 or timed. TILESEARCH_UNMEASURED=1 offers it (and
+# the GEMM's cluster program) to every process of a run; experiments/einsum_sum_bench.py sets it
+# to measure it.
+SEARCH_SPECIALIZED = os.environ.get("TILESEARCH_UNMEASURED") == "1"
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers; more spills on sm_90
 D_ALIGN = 32  # d is padded (with zeros) to a multiple of this inside the kernels
 REDUCE_ROWS = 32  # query rows per block of the reduce kernel of reduce_first
@@ -80,7 +91,7 @@ def knobs() -> list[Any]:
         IntRange("num_stages", 1, 4),
         Categorical("threads", (128, 256)),
         Categorical("k_split", (1, 2, 4, 8)),
-        Categorical("epilogue", EPILOGUES),
+        Categorical("epilogue", EPILOGUES if SEARCH_SPECIALIZED else EPILOGUES[:3]),
         # fused: copies of Q in flight while a block sums its rows over h (the kernel's prologue)
         IntRange("q_stages", 2, 4),
         # WALKS_K, async epilogue: shared S buffers, i.e. TMA stores in flight per block
@@ -94,6 +105,10 @@ def smem_bytes(config: Mapping[str, Any], d: int, out_dtype: str = "float32") ->
     h, share space with what its main loop uses (hi, lo, the K stages and the S tiles); the other
     kernels stage S after their loop, in the operands' space."""
     c = config
+    if c["epilogue"] == "specialized":  # nothing laid over anything else (shared-memory reuse off)
+        dp = padded_d(d)
+        out = 4 if out_dtype == "float32" else 2
+        return 2 * (2 * c["block_t"] * dp + c["num_stages"] * c["block_k"] * dp) + 2 * c["block_t"] * c["block_k"] * out
     buffers = {"fragment": 0, "shared": 1, "async": c.get("store_buffers", 2)}[c["epilogue"]]
     staged = buffers * c["block_t"] * c["block_k"] * (4 if out_dtype == "float32" else 2)
     if c["algorithm"] in WALKS_K:
@@ -159,12 +174,15 @@ def constraints(problem: Problem, target: Target) -> list[Any]:
         if c["epilogue"] != "async":
             if c["store_buffers"] != first["store_buffers"]:
                 return f"store_buffers: only the async epilogue has several; pinned to {first['store_buffers']}"
-            return None
+            return tma_stores(c) if c["epilogue"] == "specialized" else None
         if c["algorithm"] not in WALKS_K:
             return f"epilogue: async needs a loop that writes S (only {' and '.join(WALKS_K)} have one)"
+        return tma_stores(c)
+
+    def tma_stores(c: Mapping[str, Any]) -> str | None:
         row_bytes = problem["k"] * (4 if problem["out_dtype"] == "float32" else 2)
         if row_bytes % 16:
-            return f"epilogue: async stores by TMA, which needs S's rows ({row_bytes} B) 16-byte aligned"
+            return f"epilogue: {c['epilogue']} stores by TMA, which needs S's rows ({row_bytes} B) 16-byte aligned"
         return None
 
     def stages(c: Mapping[str, Any]) -> str | None:
@@ -179,15 +197,29 @@ def constraints(problem: Problem, target: Target) -> list[Any]:
         used = smem_bytes(c, d, problem["out_dtype"])
         return f"shared memory: {used} B > {limit} B per block" if used > limit else None
 
+    def specialized(c: Mapping[str, Any]) -> str | None:
+        if c["epilogue"] != "specialized":
+            return None
+        if c["algorithm"] != "reduce_stream":
+            return "epilogue: specialized is reduce_stream's walk (its hi/lo come from the workspace by TMA)"
+        if c["threads"] != first["threads"]:
+            return f"threads: the specialized walk launches its own three warp groups (pinned to {first['threads']})"
+        if c["num_stages"] % 2:
+            return "num_stages: the specialized walk's two consumer groups each keep to the stages of one parity (an even count)"
+        if problem["d"] * 2 % 16:
+            return f"epilogue: the specialized walk loads K by TMA, which needs its rows ({problem['d'] * 2} B) 16-byte aligned"
+        return None
+
     def registers(c: Mapping[str, Any]) -> str | None:
-        acc = c["block_t"] * c["block_k"] // c["threads"]
+        owners = 128 if c["epilogue"] == "specialized" else c["threads"]  # threads holding a tile of S
+        acc = c["block_t"] * c["block_k"] // owners
         if acc > MAX_ACCUMULATORS_PER_THREAD:
             return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
         if c["algorithm"] == "fused" and c["block_t"] * dp // c["threads"] > MAX_ACCUMULATORS_PER_THREAD:
             return f"registers: {c['block_t'] * dp // c['threads']} float32 sums of Q per thread > {MAX_ACCUMULATORS_PER_THREAD}"
         return None
 
-    return [irrelevant, oversized, d_tile, k_tiles, overlapped_stores, stages, shared_memory, registers]
+    return [irrelevant, oversized, d_tile, k_tiles, overlapped_stores, specialized, stages, shared_memory, registers]
 
 
 class EinsumSumOp(Operator):
@@ -226,6 +258,9 @@ class EinsumSumOp(Operator):
         that runs after :func:`reduce_program` (see :meth:`build`)."""
         p, c = problem, config
         shape = (p["t"], p["k"], p["h"], p["d"], p["dtype"], p["out_dtype"])
+        if c.get("epilogue") == "specialized":
+            return stream_specialized_program(*shape, block_t=c["block_t"], block_k=c["block_k"],
+                                              num_stages=c["num_stages"], k_split=c["k_split"], dp=padded_d(p["d"]))
         template = {
             "direct": direct_program,
             "reduce_first": hilo_gemm_program,
@@ -247,6 +282,8 @@ class EinsumSumOp(Operator):
 
         Without it, both loops run as plain cp.async software pipelines.
         """
+        if config.get("epilogue") == "specialized":  # its warp groups are written out
+            return dict(SPECIALIZED_PASS_CONFIGS)
         unaligned_k = problem["d"] * 2 % 16 != 0
         if config["algorithm"] in WALKS_K or (config["algorithm"] == "reduce_first" and unaligned_k):
             return {"tl.disable_warp_specialized": True}

@@ -47,6 +47,7 @@ compiles the same kernel as before they existed):
 # no "from __future__ import annotations": TileLang reads the kernel signature's annotations as objects
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -72,13 +73,13 @@ SEARCH_COLUMN_RASTER = False
 # Whether the search turns ``cluster``. Off until the program has run on a GPU: it compiles for
 # sm_90a and its generated code has the multicast loads and the cluster-wide barriers it is
 # meant to (tests/test_gemm_cluster.py), but no kernel of it has been checked against float64 or
-# timed yet. ``scripts/knob_ablation.py knob=cluster values=off,m2,n2 also=persistent`` measures
+# timed yet. ``scripts/knob_ablation.py knob=cluster values=off,m2,n2,k2 also=persistent`` measures
 # it on the kernels the searches chose; tests/test_gemm_cluster.py's GPU tests check it on
-# awkward shapes.
+# awkward shapes; TILESEARCH_UNMEASURED=1 offers it to the search in every process of a run.
 # While it is off the knob is not in the space at all (a configuration without it is not
 # clustered): a constant knob would still add a feature column, and with it reshuffle the cost
 # model's column sampling on every recorded dataset.
-SEARCH_CLUSTER = False
+SEARCH_CLUSTER = os.environ.get("TILESEARCH_UNMEASURED") == "1"
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers per consumer thread; more spills on sm_90
 MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline fill and drain
 

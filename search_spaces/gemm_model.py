@@ -102,12 +102,15 @@ def estimate(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
     """
     m, n, k = problem["m"], problem["n"], problem["k"]
     bm, bn, bk = config["block_m"], config["block_n"], config["block_k"]
-    split = config.get("split_k", 1)
+    cluster = config.get("cluster", "off")
+    # the cluster program's k2 splits K between a pair of blocks as split-K does, reducing in
+    # shared memory; m2 and n2 bring the shared operand's tile in once for two blocks
+    split = config.get("split_k", 1) * (2 if cluster == "k2" else 1)
     tiles_m, tiles_n = math.ceil(m / bm), math.ceil(n / bn)
     blocks = tiles_m * tiles_n * split
     sms = target.num_sms
     sm_share = blocks / (sms * math.ceil(blocks / sms))
-    intensity = bm * bn / (bm + bn)
+    intensity = bm * bn / (bm * (0.5 if cluster == "n2" else 1.0) + bn * (0.5 if cluster == "m2" else 1.0))
     roofline = min(1.0, intensity / MACHINE_BALANCE.get(target.arch, 64.0))
     k_tiles = math.ceil(math.ceil(k / bk) / split) * split
     useful = (m * n * k) / (tiles_m * bm * tiles_n * bn * k_tiles * bk)
@@ -280,6 +283,8 @@ def rivals(config: Mapping[str, Any]) -> list[Config]:
     if stages % 2 == 0:
         found.append({**c, "block_k": bk * 2, "num_stages": stages // 2})
     found.append({**c, "block_k": bk // 2, "num_stages": stages * 2})
+    if "cluster" in c:  # the cluster program, where the space offers it: the tile by the other routes
+        found += [{**c, "cluster": other} for other in ("off", "m2", "n2", "k2") if other != c["cluster"]]
     if not c.get("swap_ab", False) and c["block_m"] != c["block_n"]:
         flipped = {**c, "block_m": c["block_n"], "block_n": c["block_m"]}
         found.append(flipped)

@@ -209,3 +209,18 @@ def test_the_knob_ablation_adds_the_knob_the_space_leaves_out():
                "cluster": "off"}
     assert space.why_invalid(swapped) is None
     assert ablation.variants(space, swapped, ["cluster"]) == [swapped]
+
+
+def test_the_prior_and_the_rivals_know_the_cluster_program():
+    from search_spaces import gemm_model
+
+    big, long_k = OP.problem(m=8192, n=8192, k=8192), OP.problem(m=1024, n=1024, k=14336)
+    tile = {**BASE, "block_n": 128}
+    assert gemm_model.estimate(big, {**BASE, "cluster": "m2"}, H100) >= gemm_model.estimate(big, BASE, H100)
+    # 64 tiles on 132 SMs: splitting K across a pair fills twice the SMs, with no second kernel
+    plain, k2 = (gemm_model.estimate(long_k, {**tile, **c}, H100) for c in ({}, {"cluster": "k2"}))
+    split = gemm_model.estimate(long_k, {**tile, "split_k": 2}, H100)
+    assert k2 > plain and k2 >= split
+    # a configuration without the knob (it is not searched) gets no clustered rivals
+    assert all("cluster" not in r for r in gemm_model.rivals(tile))
+    assert {r["cluster"] for r in gemm_model.rivals({**tile, "cluster": "n2"}) if r["block_k"] == 64} == {"off", "m2", "k2"}

@@ -9,8 +9,9 @@ import pytest
 from search_spaces import einsum_sum
 from search_spaces.einsum_sum import EinsumSumOp, constraints
 from tilesearch.builder import LocalBuilder
-from tilesearch.records import Candidate, Status
+from tilesearch.records import Candidate
 from tilesearch.target import Target
+from tilesearch.testing.gpu import failures_against_float64
 from tilesearch.testing.ptxas import spills
 
 H100 = Target.from_arch("sm_90a")
@@ -84,18 +85,5 @@ def test_the_specialized_walk_builds_for_sm90a_with_its_protocol():
 
 @pytest.mark.gpu
 def test_the_specialized_walk_is_correct_against_float64_on_a_gpu():
-    from tilesearch.runner import LocalRunner
-
-    runner = LocalRunner(timeout=30)  # a protocol fault would hang the kernel
-    target = runner.start()
-    failures = []
-    with LocalBuilder(timeout=900) as builder:
-        futures = {name: builder.submit(candidate(name, target)) for name in CASES}
-        for name, future in futures.items():
-            build = future.result()
-            assert build.ok, build.error
-            result = runner.run(build.candidate)
-            if result.status != Status.OK:
-                failures.append((name, result.status, result.error))
-    runner.close()
+    failures = failures_against_float64(candidate, CASES)
     assert not failures, failures

@@ -9,8 +9,9 @@ import pytest
 from search_spaces import gemm
 from search_spaces.gemm import DEFAULTS, GemmOp
 from tilesearch.builder import LocalBuilder
-from tilesearch.records import Candidate, Status
+from tilesearch.records import Candidate
 from tilesearch.target import Target
+from tilesearch.testing.gpu import failures_against_float64
 from tilesearch.testing.ptxas import spills
 
 H100 = Target.from_arch("sm_90a")
@@ -171,21 +172,7 @@ def test_the_cluster_program_builds_with_m_at_run_time():
 
 @pytest.mark.gpu
 def test_the_cluster_program_is_correct_against_float64_on_a_gpu():
-    from tilesearch.runner import LocalRunner
-
-    # a protocol fault would hang a kernel: 30 s each (a correct one checks and times in 2 s)
-    runner = LocalRunner(timeout=30)
-    target = runner.start()
-    failures = []
-    with LocalBuilder(timeout=900) as builder:
-        futures = {name: builder.submit(candidate(name, target)) for name in CASES}
-        for name, future in futures.items():
-            build = future.result()
-            assert build.ok, build.error
-            result = runner.run(build.candidate)
-            if result.status != Status.OK:
-                failures.append((name, result.status, result.error))
-    runner.close()
+    failures = failures_against_float64(candidate, CASES)
     assert not failures, failures
 
 

@@ -8,11 +8,9 @@ import pytest
 
 from search_spaces import einsum_sum
 from search_spaces.einsum_sum import EinsumSumOp, constraints
-from tilesearch.builder import LocalBuilder
 from tilesearch.records import Candidate
 from tilesearch.target import Target
-from tilesearch.testing.gpu import failures_against_float64
-from tilesearch.testing.ptxas import spills
+from tilesearch.testing.kernels import compile_all, failures_against_float64, spills
 
 H100 = Target.from_arch("sm_90a")
 OP = EinsumSumOp()
@@ -64,10 +62,7 @@ def candidate(name, target=H100):
 
 @pytest.mark.nvcc
 def test_the_specialized_walk_builds_for_sm90a_with_its_protocol():
-    with LocalBuilder(workers=2, timeout=900) as builder:
-        results = {name: builder.submit(candidate(name)).result() for name in CASES}
-    failed = {name: r.error for name, r in results.items() if not r.ok}
-    assert not failed, failed
+    compile_all(candidate, CASES, H100)
     for name in CASES:
         c = candidate(name)
         program = OP.build(OP.problem(**c.problem), c.config, H100)  # the reduce kernel, then the walk

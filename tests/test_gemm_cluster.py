@@ -206,3 +206,27 @@ def test_the_prior_and_the_rivals_know_the_cluster_program():
     # a configuration without the knob (it is not searched) gets no clustered rivals
     assert all("cluster" not in r for r in gemm_model.rivals(tile))
     assert {r["cluster"] for r in gemm_model.rivals({**tile, "cluster": "n2"}) if r["block_k"] == 64} == {"off", "m2", "k2"}
+
+
+@pytest.mark.nvcc
+def test_a_tuned_cluster_kernel_exports(tmp_path, monkeypatch):
+    """The best trial of a study over a sub-space with the knob (no epilogue or raster knob:
+    their defaults) exports to an artifact whose library launches clusters."""
+    from tilesearch.deploy import export
+    from tilesearch.deploy.artifact import LIBRARY, SOURCE
+    from tilesearch.space import Categorical, Space
+    from tilesearch.testing.synthetic import SyntheticRunner
+    from tilesearch.tuner import tune
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    config = {"block_m": 64, "block_n": 64, "block_k": 32, "num_stages": 2, "threads": 128, "panel_size": 0,
+              "warp_policy": "square", "cluster": "m2"}
+    problem = {"m": 256, "n": 256, "k": 128}
+    storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    runner = SyntheticRunner(lambda c: 1.0, Target.from_arch("sm_90a", gpu="synthetic"))
+    tune("gemm", problem, runner=runner, storage=storage, space=Space([Categorical(k, (v,)) for k, v in config.items()]),
+         strategy="grid", trials=1, progress=False)
+    meta = export("gemm", out=tmp_path / "kernel", storage=storage, **problem)
+    assert meta.config == config
+    assert "tma_load_multicast" in (tmp_path / "kernel" / SOURCE).read_text()
+    assert b"tir.cluster_dim_y" in (tmp_path / "kernel" / LIBRARY).read_bytes()  # the launch's cluster shape

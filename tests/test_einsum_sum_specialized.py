@@ -2,6 +2,7 @@
 tile of S): its constraints on the CPU, its sm_90a builds and the protocol in their generated code
 (nvcc, no GPU), and on a GPU its results against float64."""
 
+import os
 import re
 
 import pytest
@@ -27,6 +28,7 @@ def why(problem, **knobs):
     return None
 
 
+@pytest.mark.skipif(os.environ.get("TILESEARCH_UNMEASURED") == "1", reason="TILESEARCH_UNMEASURED=1 offers it")
 def test_the_search_does_not_offer_it_until_a_gpu_has_checked_it():
     space = OP.space(OP.problem(t=1024, k=1024, h=4, d=128), H100)
     assert not einsum_sum.SEARCH_SPECIALIZED and "specialized" not in space["epilogue"].values()

@@ -2,6 +2,7 @@
 constraints on the CPU, its sm_90a builds and the protocol in their generated code (nvcc, no GPU),
 and on a GPU its results against float64 on awkward shapes."""
 
+import os
 import re
 
 import pytest
@@ -29,6 +30,7 @@ def why(problem, **knobs):
     return None
 
 
+@pytest.mark.skipif(os.environ.get("TILESEARCH_UNMEASURED") == "1", reason="TILESEARCH_UNMEASURED=1 offers it")
 def test_the_knob_stays_out_of_the_space_until_it_is_searched():
     problem = OP.problem(m=4096, n=4096, k=4096)
     assert not gemm.SEARCH_CLUSTER and "cluster" not in OP.space(problem, H100).names
@@ -197,7 +199,7 @@ def test_the_prior_and_the_rivals_know_the_cluster_program():
     from search_spaces import gemm_model
 
     big, long_k = OP.problem(m=8192, n=8192, k=8192), OP.problem(m=1024, n=1024, k=14336)
-    tile = {**BASE, "block_n": 128}
+    tile = {**{k: v for k, v in BASE.items() if k not in ("cluster", "schedule")}, "block_n": 128}
     assert gemm_model.estimate(big, {**BASE, "cluster": "m2"}, H100) >= gemm_model.estimate(big, BASE, H100)
     # 64 tiles on 132 SMs: splitting K across a pair fills twice the SMs, with no second kernel
     plain, k2 = (gemm_model.estimate(long_k, {**tile, **c}, H100) for c in ({}, {"cluster": "k2"}))

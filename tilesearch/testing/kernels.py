@@ -19,11 +19,11 @@ def compile_all(make: Callable[[str, Any], Any], names: Iterable[str], target: A
     from tilesearch.builder import LocalBuilder
 
     with LocalBuilder(workers=2, timeout=900) as builder:
-        results = {name: builder.submit(make(name, target)).result() for name in names}
+        futures = {name: builder.submit(make(name, target)) for name in names}
+        results = {name: future.result() for name, future in futures.items()}
     failed = {name: r.error for name, r in results.items() if not r.ok}
     if failed:
         raise AssertionError(f"not compiled: {failed}")
-
 
 
 def ptxas_report(source: str, arch: str = "sm_90a") -> str:
@@ -53,7 +53,6 @@ def spills(source: str, arch: str = "sm_90a") -> bool:
     if not counts:
         raise RuntimeError(f"no spill figures in ptxas's report: {report[-2000:]}")
     return any(int(a) or int(b) for a, b in counts)
-
 
 
 def failures_against_float64(make: Callable[[str, Any], Any], names: Iterable[str], timeout: float = 30.0) -> list:

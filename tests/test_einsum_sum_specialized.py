@@ -8,7 +8,7 @@ import re
 import pytest
 
 from search_spaces import einsum_sum
-from search_spaces.einsum_sum import EinsumSumOp, constraints
+from search_spaces.einsum_sum import EinsumSumOp
 from tilesearch.records import Candidate
 from tilesearch.target import Target
 from tilesearch.testing.kernels import compile_all, failures_against_float64, spills
@@ -20,12 +20,7 @@ BASE = dict(algorithm="reduce_stream", block_t=64, block_k=128, block_d=32, num_
 
 
 def why(problem, **knobs):
-    config = {**BASE, **knobs}
-    for check in constraints(OP.problem(**problem), H100):
-        reason = check(config)
-        if reason:
-            return reason
-    return None
+    return OP.space(OP.problem(**problem), H100).unmet({**BASE, **knobs})
 
 
 @pytest.mark.skipif(os.environ.get("TILESEARCH_UNMEASURED") == "1", reason="TILESEARCH_UNMEASURED=1 offers it")

@@ -21,13 +21,7 @@ OP = GemmOp()
 
 def why(problem, **knobs):
     problem = OP.problem(**problem)
-    space = OP.space(problem, H100)
-    config = {**BASE, **knobs}
-    for check in space.constraints:
-        reason = check(config)
-        if reason:
-            return reason
-    return None
+    return OP.space(problem, H100).unmet({**BASE, **knobs})
 
 
 @pytest.mark.skipif(os.environ.get("TILESEARCH_UNMEASURED") == "1", reason="TILESEARCH_UNMEASURED=1 offers it")

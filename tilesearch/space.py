@@ -168,6 +168,11 @@ class Space:
         for knob, values in zip(self.knobs, self._values):
             if config[knob.name] not in values:
                 return f"{knob.name}={config[knob.name]!r} not in {knob.describe()}"
+        return self.unmet(config)
+
+    def unmet(self, config: Mapping[str, Any]) -> str | None:
+        """The first reason a constraint gives against ``config``, or ``None``; its knobs and
+        values are not checked (a value the space does not search yet still meets or fails them)."""
         for check in self.constraints:
             reason = check(config)
             if reason:

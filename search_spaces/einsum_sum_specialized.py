@@ -26,8 +26,10 @@ program, whose ``__syncthreads`` would deadlock the roles):
 
 from typing import Any
 
+# setmaxnreg's split of an SM's registers between the producer and two consumer groups
+from search_spaces.gemm_cluster import CONSUMER_REGISTERS, PRODUCER_REGISTERS
+
 THREADS = 384  # a producer warp group and two consumer groups
-PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232  # setmaxnreg, as in the GEMM's cluster program
 PASS_CONFIGS = {
     "tl.disable_thread_storage_sync": True,
     # the two groups' staging buffers are live at once, in branches TileLang sees as apart

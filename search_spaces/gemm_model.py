@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from search_spaces.gemm_cluster import CLUSTERS
 from tilesearch.cost_model import log2_feature
 from tilesearch.op import Problem
 from tilesearch.space import Config, Space
@@ -284,7 +285,7 @@ def rivals(config: Mapping[str, Any]) -> list[Config]:
         found.append({**c, "block_k": bk * 2, "num_stages": stages // 2})
     found.append({**c, "block_k": bk // 2, "num_stages": stages * 2})
     if "cluster" in c:  # the cluster program, where the space offers it: the tile by the other routes
-        found += [{**c, "cluster": other} for other in ("off", "m2", "n2", "k2") if other != c["cluster"]]
+        found += [{**c, "cluster": other} for other in CLUSTERS if other != c["cluster"]]
     if not c.get("swap_ab", False) and c["block_m"] != c["block_n"]:
         flipped = {**c, "block_m": c["block_n"], "block_n": c["block_m"]}
         found.append(flipped)

@@ -18,6 +18,7 @@ import hashlib
 import importlib.util
 import inspect
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from tilesearch.space import digest
@@ -80,7 +81,7 @@ def _own_imports(module: str, path: str | None) -> list[str]:
     while todo:
         name, file = todo.pop()
         try:
-            tree = ast.parse(open(file, encoding="utf-8").read())
+            tree = ast.parse(Path(file).read_text(encoding="utf-8"))
         except (OSError, SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):

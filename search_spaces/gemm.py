@@ -118,9 +118,10 @@ def element_bytes(dtype: str) -> int:
 def smem_bytes(config: Mapping[str, Any], dtype: str) -> int:
     """Shared memory of one block: ``num_stages`` slices of A and of B, plus the output tile with
     ``epilogue=smem``. TileLang 0.1.15 overlays that tile on the operand buffers, except in the
-    persistent loop (the next tile's operands are live) and under its role-based warp
+    persistent loop (the next tile's operands are live), under its role-based warp
     specialization (it kept them apart in every kernel compiled: a 256x128x128 two-stage split-K
-    tile asked for 327680 B, and failed at launch on an H100)."""
+    tile asked for 327680 B, and failed at launch on an H100) and in the cluster program (a
+    128x256x64 four-stage tile asked for 262144 B on an H200)."""
     c = config
     operands = c["num_stages"] * (c["block_m"] * c["block_k"] + c["block_k"] * c["block_n"]) * element_bytes(dtype)
     if c.get("cluster", "off") == "k2":  # the partner's partial sums, kept apart from the rest
@@ -131,7 +132,7 @@ def smem_bytes(config: Mapping[str, Any], dtype: str) -> int:
     if c.get("schedule", "cooperative") == "pingpong":
         out *= 2  # a staging tile per consumer warp group
     apart = (c.get("persistent", False) or c.get("warp_specialize", "on") == "role_based"
-             or c.get("cluster", "off") == "k2")
+             or c.get("cluster", "off") != "off")
     return operands + out if apart else max(operands, out)
 
 
@@ -222,6 +223,11 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
             return "cluster: the cluster program loads with TMA (multicast)"
         if c.get("warp_specialize", "on") != "on":
             return "cluster: the cluster program specializes its warp groups itself (same kernel as warp_specialize=on)"
+        # a consumer releases a stage once the MMAs of the next are issued (one group in flight),
+        # so the producer's refill of a single stage waits on the consumer waiting for it: the
+        # first H200 search hung on all 6 such kernels it drew
+        if c["num_stages"] < 2:
+            return "cluster: the cluster program keeps one stage of MMAs in flight, which needs num_stages >= 2"
         return None
 
     checks = [shared_memory, registers, lowering, swapped, hangs, clustered]

@@ -15,7 +15,7 @@ from tilesearch.experiment.config import ExperimentError
 from tilesearch.runner.peer import Peer
 
 PEERS: dict[str, Peer] = {
-    "torch": Peer("torch", "tilesearch.experiment.peers:torch_baseline"),
+    "torch": Peer("torch", "tilesearch.experiment.peers:torch_baseline", gated=False),
     "triton": Peer("triton autotune", "tilesearch.experiment.peers:triton_gemm"),
     "tilelang": Peer("tilelang autotune", "tilesearch.experiment.peers:tilelang_gemm"),
     "copy": Peer("copy", "tilesearch.experiment.peers:copy_outputs", checked=False),

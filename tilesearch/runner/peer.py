@@ -33,12 +33,18 @@ class Peer:
         options: keyword arguments of the maker (a configuration list, say); plain data.
         checked: compare its outputs with the reference; ``False`` for a yardstick that does
             not compute the op (a copy of the output's bytes: the floor of writing it).
+        gated: a checked peer outside the op's tolerance is refused (``wrong_result``, not
+            timed); ``False`` for the op's own PyTorch expression, the yardstick every speedup
+            is taken against whatever its precision: einsum-sum's rounds S to bfloat16, 100x the
+            error the plugin allows its float32 kernels, and was left untimed. Its errors are
+            reported beside its time either way.
     """
 
     name: str
     maker: str
     options: dict[str, Any] = field(default_factory=dict)
     checked: bool = True
+    gated: bool = True
 
     def make(self, op: Any, problem: Any, inputs: Any, target: Any) -> Any:
         """The peer's no-argument callable (called inside the measuring worker)."""

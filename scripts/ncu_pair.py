@@ -8,8 +8,11 @@ NVTX range ``prof`` (L2 flushed before, outside the range). Run it under ``ncu``
 
     ncu --nvtx --nvtx-include "prof/" --section SpeedOfLight --section LaunchStats \
         --section Occupancy --csv --page details python scripts/ncu_pair.py \
-        experiments/results/model_shapes/model_shapes_5bddc78.json [keys=m=8192,n=8192...;...] > ncu.csv
+        experiments/results/model_shapes/model_shapes_5bddc78.json [keys=m=8192,n=8192...;...] [every=true] > ncu.csv
     python scripts/ncu_pair.py table ncu.csv
+
+``every=true`` profiles every tilesearch entry of a problem's re-time (variants of one kernel,
+say), not only the first.
 
 ``table`` prints, per kernel in launch order (torch first, then ours, per shape), its duration,
 compute and memory throughput (% of peak), DRAM throughput, grid, cluster size, registers and
@@ -34,7 +37,7 @@ METRICS = {  # ncu's "Metric Name" -> column
 }
 
 
-def profile(path: str, keys: set[str] | None) -> None:
+def profile(path: str, keys: set[str] | None, every: bool = False) -> None:
     import torch
     from gemm_probe import pair  # scripts/, the first entry of sys.path when run as a script
 
@@ -47,11 +50,15 @@ def profile(path: str, keys: set[str] | None) -> None:
     for entry in json.load(open(path))["problems"]:
         if keys and entry["key"] not in keys:
             continue
-        ours = next(e for e in entry["retime"]["entries"] if e["kind"] == "tilesearch")
-        base, mine = pair(op, op.problem(**entry["problem"]), ours["config"], target)
-        for fn in (base, mine) * 3:
+        problem = op.problem(**entry["problem"])
+        ours = [e for e in entry["retime"]["entries"] if e["kind"] == "tilesearch"]
+        if not every:
+            ours = ours[:1]
+        calls = [pair(op, problem, e["config"], target) for e in ours]
+        base = calls[0][0]
+        for fn in (base, *(mine for _, mine in calls)) * 3:
             fn()
-        for who, fn in (("torch", base), ("ours", mine)):
+        for who, fn in (("torch", base), *((f"ours{i}", mine) for i, (_, mine) in enumerate(calls))):
             flush.zero_()
             torch.cuda.synchronize()
             torch.cuda.nvtx.range_push("prof")
@@ -80,7 +87,7 @@ def main(argv: list[str]) -> int:
         table(argv[1])
         return 0
     opts = dict(a.split("=", 1) for a in argv[1:])
-    profile(argv[0], set(opts["keys"].split(";")) if "keys" in opts else None)
+    profile(argv[0], set(opts["keys"].split(";")) if "keys" in opts else None, opts.get("every") == "true")
     return 0
 
 

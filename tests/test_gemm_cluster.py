@@ -213,6 +213,12 @@ def test_the_prior_and_the_rivals_know_the_cluster_program():
     # a configuration without the knob (it is not searched) gets no clustered rivals
     assert all("cluster" not in r for r in gemm_model.rivals(tile))
     assert {r["cluster"] for r in gemm_model.rivals({**tile, "cluster": "n2"}) if r["block_k"] == 64} == {"off", "m2", "k2"}
+    # a best kernel of the template's other routes still gets valid clustered rivals
+    square = dict(m=2048, n=4096, k=4096)
+    best = {**tile, "cluster": "off", "schedule": "cooperative", "warp_specialize": "role_based", "tma": True,
+            "epilogue": "smem", "num_stages": 3}
+    clustered = [r for r in gemm_model.rivals(best) if r["cluster"] in ("m2", "n2")]
+    assert len(clustered) == 2 and all(why(square, **r) is None for r in clustered)
 
 
 @pytest.mark.nvcc

@@ -1,0 +1,141 @@
+"""The GEMM cluster program beside the template and cuBLAS, variant by variant, in one process.
+
+The model-shape searches with ``cluster`` on (2026-11-26, H200) found the cluster program 10-25%
+behind the template at the same tiles where K is long, and Nsight Compute put half its warps'
+stall samples in barrier waits. This times the cluster program at the template's best tile of
+each problem and at deeper or taller tiles beside that template kernel and ``torch.matmul``:
+each built here, checked against float64,
+then all timed interleaved in the same rounds (L2 flushed, CUDA events), one problem after
+another. Prints each variant's median ratio to ``torch.matmul`` with the quartiles of the
+per-round ratios, and writes ``cluster_probe.json`` under ``out``. A probe of the program, not a
+result of the search.
+
+usage: python scripts/cluster_probe.py out=$OUT [rounds=200]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+TILE = dict(split_k=1, swap_ab=False, tma=True, warp_specialize="on", raster="row", schedule="cooperative",
+            persistent=False)
+PROBLEMS = [  # (problem, the template's tile there: each search's best of 2026-11-26)
+    (dict(m=2048, n=28672, k=4096, dtype="bfloat16", layout="nt"),
+     dict(block_m=128, block_n=224, block_k=64, num_stages=3, threads=256, epilogue="smem", panel_size=8,
+          warp_policy="square")),
+    (dict(m=2048, n=4096, k=4096, dtype="bfloat16", layout="nt"),
+     dict(block_m=128, block_n=256, block_k=64, num_stages=3, threads=256, epilogue="smem", panel_size=16,
+          warp_policy="full_row")),
+    (dict(m=8192, n=8192, k=256, dtype="float16", layout="nt"),
+     dict(block_m=128, block_n=256, block_k=64, num_stages=3, threads=256, epilogue="smem", panel_size=0,
+          warp_policy="full_row", persistent=True)),
+]
+VARIANTS = [  # (label, knobs over the template's tile); a variant the space forbids is a row saying why
+    ("template", {"cluster": "off"}),
+    ("m2", {"cluster": "m2"}),
+    ("n2", {"cluster": "n2"}),
+    ("m2 s4 direct", {"cluster": "m2", "num_stages": 4, "epilogue": "direct"}),
+    ("n2 s4 direct", {"cluster": "n2", "num_stages": 4, "epilogue": "direct"}),
+    ("m2 256x128 s4 direct", {"cluster": "m2", "block_m": 256, "block_n": 128, "num_stages": 4,
+                              "epilogue": "direct", "warp_policy": "full_row"}),
+    ("n2 256x128 s4 direct", {"cluster": "n2", "block_m": 256, "block_n": 128, "num_stages": 4,
+                              "epilogue": "direct", "warp_policy": "full_row"}),
+    ("m2 persistent", {"cluster": "m2", "persistent": True}),
+]
+
+
+def main(argv: list[str]) -> int:
+    opts = dict(a.split("=", 1) for a in argv)
+    out = Path(opts.get("out") or os.environ.get("OUT") or "cluster-probe-out")
+    out.mkdir(parents=True, exist_ok=True)
+    n_rounds = int(opts.get("rounds", 200))
+    import tilelang  # noqa: F401  (before tvm)
+    import torch
+
+    from search_spaces import gemm
+    from tilesearch.runner.measure import check
+    from tilesearch.target import detect
+
+    target = detect()
+    op = gemm.GemmOp()
+    flush = torch.empty(2 * target.l2_bytes, dtype=torch.int8, device="cuda")
+    # every variant compiled at once in the compile pool, into TileLang's cache the builds below read
+    from tilesearch.builder import LocalBuilder
+    from tilesearch.records import Candidate
+
+    with LocalBuilder(workers=15, timeout=600) as builder:
+        futures = [builder.submit(Candidate("gemm", prob, {**TILE, **tile, **knobs}, target))
+                   for prob, tile in PROBLEMS for _, knobs in VARIANTS
+                   if op.space(op.problem(**prob), target).unmet({**TILE, **tile, **knobs}) is None]
+        for future in futures:
+            future.result()
+    report = []
+    for prob, tile in PROBLEMS:
+        problem = op.problem(**prob)
+        gen = torch.Generator(device="cuda")
+        gen.manual_seed(1)
+        inputs = op.make_inputs(problem, torch.device("cuda"), gen)
+        references = op.reference(problem, inputs)
+        fns, labels, rows = [], [], []
+        for label, knobs in VARIANTS:
+            config = {**TILE, **tile, **knobs}
+            why = op.space(problem, target).unmet(config)
+            if why:
+                rows.append({"label": label, "status": "invalid", "error": why})
+                continue
+            try:
+                kernel = op.build(problem, config, target)
+            except Exception as e:  # noqa: BLE001 - a variant that does not build is a row
+                rows.append({"label": label, "status": "compile_error", "error": str(e)[-300:]})
+                continue
+            outputs = op.make_outputs(problem, torch.device("cuda"))
+            rel, _, bad = check(kernel, inputs, outputs, references, op.tolerance(problem, config))
+            rows.append({"label": label, "config": config, "status": "wrong_result" if bad else "ok", "rel_err": rel,
+                         "error": bad})
+            if not bad:
+                fns.append(lambda kernel=kernel, outputs=outputs: kernel(*inputs, *outputs))
+                labels.append(label)
+        fns.append(op.baseline(problem, inputs))
+        labels.append("torch")
+        for fn in fns * 5:  # warm-up
+            fn()
+        ms = [[] for _ in fns]
+        for _ in range(n_rounds):
+            events = []
+            for fn in fns:
+                flush.zero_()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                events.append((start, end))
+            torch.cuda.synchronize()
+            for column, (start, end) in enumerate(events):
+                ms[column].append(start.elapsed_time(end))
+        base = ms[-1]
+        print(f"== {prob} (template tile {tile})", flush=True)
+        for label, samples in zip(labels, ms):
+            ratios = sorted(b / s for b, s in zip(base, samples))
+            q1, med, q3 = (ratios[int(q * (len(ratios) - 1))] for q in (0.25, 0.5, 0.75))
+            row = next((r for r in rows if r["label"] == label), None)
+            entry = {"label": label, "ms": statistics.median(samples), "ratio": med, "q1": q1, "q3": q3}
+            if row is None:
+                rows.append({**entry, "status": "ok"})
+            else:
+                row.update(entry)
+            print(f"  {label:18s} {statistics.median(samples):.4f} ms  x torch {med:.3f} [{q1:.3f}, {q3:.3f}]", flush=True)
+        for row in rows:
+            if row["status"] != "ok":
+                print(f"  {row['label']:18s} {row['status']}: {row['error']}", flush=True)
+        report.append({"problem": prob, "tile": tile, "rows": rows})
+        (out / "cluster_probe.json").write_text(json.dumps(report, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -19,15 +19,9 @@ the operator conformance suite (its GPU test checks sampled configurations at ea
 usage: python experiments/einsum_sum_bench.py out=$OUT [trials=40] [problems=8192,odd] [budget_s=400]
 """
 
-import os
 import sys
 
-# the specialized walk is measured here before the search offers it (search_spaces/einsum_sum.py
-# says why it does not yet); the tuning processes this run starts inherit the switch. A wrong or
-# hanging kernel of it is a failed trial of this run, never its best.
-os.environ.setdefault("TILESEARCH_UNMEASURED", "1")
-
-from tilesearch.experiment import Experiment, main  # noqa: E402
+from tilesearch.experiment import Experiment, main
 
 PROBLEMS = {
     "8192": dict(t=8192, k=8192, h=16, d=128, dtype="bfloat16"),

@@ -23,10 +23,10 @@ def why(problem, **knobs):
     return OP.space(OP.problem(**problem), H100).unmet({**BASE, **knobs})
 
 
-@pytest.mark.skipif(os.environ.get("TILESEARCH_UNMEASURED") == "1", reason="TILESEARCH_UNMEASURED=1 offers it")
-def test_the_search_does_not_offer_it_until_a_gpu_has_checked_it():
+@pytest.mark.skipif(os.environ.get("TILESEARCH_SPECIALIZED", "1") != "1", reason="TILESEARCH_SPECIALIZED=0 leaves it out")
+def test_the_search_offers_it_since_a_gpu_checked_it():
     space = OP.space(OP.problem(t=1024, k=1024, h=4, d=128), H100)
-    assert not einsum_sum.SEARCH_SPECIALIZED and "specialized" not in space["epilogue"].values()
+    assert einsum_sum.SEARCH_SPECIALIZED and "specialized" in space["epilogue"].values()
 
 
 def test_constraints_say_why_a_specialized_walk_is_invalid():

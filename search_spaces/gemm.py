@@ -70,16 +70,18 @@ RASTERS = ("row", "column")
 # without) and a kernel 4% slower. The template, its constraints and the persistent loop's order
 # keep it: a space may add it (``scripts/knob_ablation.py values=row,column``).
 SEARCH_COLUMN_RASTER = False
-# Whether the search turns ``cluster``. Off until the program has run on a GPU: it compiles for
-# sm_90a and its generated code has the multicast loads and the cluster-wide barriers it is
-# meant to (tests/test_gemm_cluster.py), but no kernel of it has been checked against float64 or
-# timed yet. ``scripts/knob_ablation.py knob=cluster values=off,m2,n2,k2 also=persistent`` measures
-# it on the kernels the searches chose; tests/test_gemm_cluster.py's GPU tests check it on
-# awkward shapes; TILESEARCH_UNMEASURED=1 offers it to the search in every process of a run.
-# While it is off the knob is not in the space at all (a configuration without it is not
-# clustered): a constant knob would still add a feature column, and with it reshuffle the cost
-# model's column sampling on every recorded dataset.
-SEARCH_CLUSTER = os.environ.get("TILESEARCH_UNMEASURED") == "1"
+# Whether the search turns ``cluster``. Measured on an H200 (2026-11-26, RESULTS.md): every case
+# of tests/test_gemm_cluster.py correct against float64, and searches of three model shapes with
+# and without it minutes apart: the short-K square went from 0.959x to 1.002x cuBLAS (a clustered
+# persistent kernel, 4.6% ahead of the template's best kernel of the same tile in the same re-time),
+# the other two within their intervals. Not on by default until the whole model-shape suite has
+# been searched both ways: where K is long the program is 4-17% behind the template at the same
+# tile (scripts/cluster_probe.py), so on other shapes it may only cost trials.
+# TILESEARCH_CLUSTER=1 offers it to the search in every process of a run. While it is off the knob
+# is not in the space at all (a configuration without it is not clustered): a constant knob would
+# still add a feature column, and with it reshuffle the cost model's column sampling on every
+# recorded dataset.
+SEARCH_CLUSTER = os.environ.get("TILESEARCH_CLUSTER") == "1"
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers per consumer thread; more spills on sm_90
 MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline fill and drain
 

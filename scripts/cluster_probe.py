@@ -10,7 +10,7 @@ another. Prints each variant's median ratio to ``torch.matmul`` with the quartil
 per-round ratios, and writes ``cluster_probe.json`` under ``out``. A probe of the program, not a
 result of the search.
 
-usage: python scripts/cluster_probe.py out=$OUT [rounds=200]
+usage: python scripts/cluster_probe.py out=$OUT [rounds=200] [waits=try,test]
 """
 
 from __future__ import annotations
@@ -49,6 +49,44 @@ VARIANTS = [  # (label, knobs over the template's tile); a variant the space for
 ]
 
 
+# ``waits=try,test``: the cluster program's barrier waits rewritten in its generated CUDA (a probe of
+# why its consumers starve: Nsight Compute put half its warps' samples in the sleeps of TileLang's
+# Barrier::wait, a try-wait with a 10 ms suspend hint, where cuBLAS's sleeps hint 50 us): "try"
+# spins on a try-wait with the hardware's own hint, "test" on a test-wait, which never suspends
+WAITS = {
+    "try": "__device__ __forceinline__ void ts_wait(const Barrier& b, uint32_t phase) { while (!b.try_wait(phase)) {} }",
+    "test": "__device__ __forceinline__ void ts_wait(const Barrier& b, uint32_t phase) { while (!b.test_wait(phase)) {} }",
+}
+
+
+def rewrite_waits(code: str, wait: str) -> str:
+    """``code`` (a cluster kernel's CUDA) with every stage barrier's ``.wait(phase)`` calling
+    :data:`WAITS`'s ``wait`` instead; other kernels as they are."""
+    import re
+
+    if "gemm_cluster" not in code:
+        return code
+    code = re.sub(r"(\b(?:full|empty)\[[^\]]*\])\.wait\(", r"ts_wait(\1, ", code)
+    kernel = code.index("__global__")
+    start = code.rfind("\n", 0, kernel) + 1  # the kernel's line (its `extern "C"` with it)
+    return code[:start] + WAITS[wait] + "\n\n" + code[start:]
+
+
+def rewritten(op: Any, problem: Any, config: dict[str, Any], target: Any, wait: str) -> Any:
+    """The configuration's kernel compiled again with :func:`rewrite_waits` (TileLang's caches off,
+    so that the rewritten code is what runs)."""
+    import tilelang
+    from tilelang.engine.callback import register_cuda_postproc
+
+    tilelang.disable_cache()
+    register_cuda_postproc(lambda code, _target: rewrite_waits(code, wait))
+    try:
+        return op.build(problem, config, target)
+    finally:
+        register_cuda_postproc(lambda code, _target: code)
+        tilelang.enable_cache()
+
+
 def main(argv: list[str]) -> int:
     opts = dict(a.split("=", 1) for a in argv)
     out = Path(opts.get("out") or os.environ.get("OUT") or "cluster-probe-out")
@@ -74,6 +112,7 @@ def main(argv: list[str]) -> int:
                    if op.space(op.problem(**prob), target).unmet({**TILE, **tile, **knobs}) is None]
         for future in futures:
             future.result()
+    waits = [w for w in opts.get("waits", "").split(",") if w]
     report = []
     for prob, tile in PROBLEMS:
         problem = op.problem(**prob)
@@ -82,6 +121,16 @@ def main(argv: list[str]) -> int:
         inputs = op.make_inputs(problem, torch.device("cuda"), gen)
         references = op.reference(problem, inputs)
         fns, labels, rows = [], [], []
+
+        def checked(label: str, kernel: Any, config: dict[str, Any]) -> None:
+            outputs = op.make_outputs(problem, torch.device("cuda"))
+            rel, _, bad = check(kernel, inputs, outputs, references, op.tolerance(problem, config))
+            rows.append({"label": label, "config": config, "status": "wrong_result" if bad else "ok", "rel_err": rel,
+                         "error": bad})
+            if not bad:
+                fns.append(lambda kernel=kernel, outputs=outputs: kernel(*inputs, *outputs))
+                labels.append(label)
+
         for label, knobs in VARIANTS:
             config = {**TILE, **tile, **knobs}
             why = op.space(problem, target).unmet(config)
@@ -93,13 +142,12 @@ def main(argv: list[str]) -> int:
             except Exception as e:  # noqa: BLE001 - a variant that does not build is a row
                 rows.append({"label": label, "status": "compile_error", "error": str(e)[-300:]})
                 continue
-            outputs = op.make_outputs(problem, torch.device("cuda"))
-            rel, _, bad = check(kernel, inputs, outputs, references, op.tolerance(problem, config))
-            rows.append({"label": label, "config": config, "status": "wrong_result" if bad else "ok", "rel_err": rel,
-                         "error": bad})
-            if not bad:
-                fns.append(lambda kernel=kernel, outputs=outputs: kernel(*inputs, *outputs))
-                labels.append(label)
+            kernels = [(label, kernel)]
+            if knobs.get("cluster", "off") != "off" and label in ("m2", "n2"):
+                kernels += [(f"{label} wait={w}", rewritten(op, problem, config, target, w)) for w in waits]
+            for label, kernel in kernels:
+                checked(label, kernel, config)
+
         fns.append(op.baseline(problem, inputs))
         labels.append("torch")
         for fn in fns * 5:  # warm-up

@@ -10,7 +10,7 @@ another. Prints each variant's median ratio to ``torch.matmul`` with the quartil
 per-round ratios, and writes ``cluster_probe.json`` under ``out``. A probe of the program, not a
 result of the search.
 
-usage: python scripts/cluster_probe.py out=$OUT [rounds=200] [waits=try,test]
+usage: python scripts/cluster_probe.py out=$OUT [rounds=200] [waits=tl,test]
 """
 
 from __future__ import annotations
@@ -49,10 +49,12 @@ VARIANTS = [  # (label, knobs over the template's tile); a variant the space for
 ]
 
 
-# ``waits=try,test``: the cluster program's barrier waits rewritten in its generated CUDA (a probe of
-# why its consumers starve: Nsight Compute put half its warps' samples in the sleeps of TileLang's
-# Barrier::wait, a try-wait with a 10 ms suspend hint, where cuBLAS's sleeps hint 50 us): "try"
-# spins on a try-wait with the hardware's own hint, "test" on a test-wait, which never suspends
+# ``waits=tl,test``: the cluster program's stage-barrier waits rewritten in its generated CUDA (a
+# probe of why its consumers starve: Nsight Compute put half its warps' samples in the sleeps of
+# TileLang's Barrier::wait, a try-wait with a 10 ms suspend hint, where cuBLAS's sleeps hint 50
+# us). The program spins on a try-wait with the hardware's own hint (gemm_cluster.SPIN_WAIT);
+# "tl" puts TileLang's wait back, "test" spins on a test-wait, which never suspends, "try" is the
+# program's own
 WAITS = {
     "try": "__device__ __forceinline__ void ts_wait(const Barrier& b, uint32_t phase) { while (!b.try_wait(phase)) {} }",
     "test": "__device__ __forceinline__ void ts_wait(const Barrier& b, uint32_t phase) { while (!b.test_wait(phase)) {} }",
@@ -66,7 +68,10 @@ def rewrite_waits(code: str, wait: str) -> str:
 
     if "gemm_cluster" not in code:
         return code
-    code = re.sub(r"(\b(?:full|empty)\[[^\]]*\])\.wait\(", r"ts_wait(\1, ", code)
+    stage = r"(\b(?:full|empty)\[[^\]]*\])"
+    if wait == "tl":
+        return re.sub(r"ts_spin_wait\(" + stage + ", ", r"\1.wait(", code)
+    code = re.sub(r"ts_spin_wait\(" + stage + ", ", r"ts_wait(\1, ", code)
     kernel = code.index("__global__")
     start = code.rfind("\n", 0, kernel) + 1  # the kernel's line (its `extern "C"` with it)
     return code[:start] + WAITS[wait] + "\n\n" + code[start:]

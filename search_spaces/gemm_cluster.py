@@ -62,6 +62,16 @@ def pass_configs(cluster: str) -> dict[str, Any]:
     return configs
 
 
+# The stage barriers' wait: a try-wait in a loop with the hardware's own suspend time. TileLang's
+# Barrier::wait passes a 10 ms suspend hint, and half the warps' stall samples sat in its sleeps
+# (Nsight Compute, H200); cuBLAS's waits hint 50 us. Rewritten so in the generated CUDA
+# (scripts/cluster_probe.py waits=try), every cluster kernel probed ran 2.2-3.5% faster on the
+# H200 (RESULTS.md). TileLang 0.1.15 offers no other wait, so the program brings this one
+# (imported ahead of TileLang's own includes, hence its own).
+SPIN_WAIT = ("#include <tl_templates/cuda/barrier.h>\n"
+             "__device__ __forceinline__ void ts_spin_wait(const Barrier& b, uint32_t phase) { while (!b.try_wait(phase)) {} }\n")
+
+
 def cluster_gemm_program(
     m: Any,
     n: int,
@@ -179,7 +189,7 @@ def cluster_gemm_program(
             g = base + i
             s = g % num_stages
             ko = first + i
-            T.mbarrier_wait_parity(empty[s], ((g // num_stages) % 2) ^ 1)
+            T.call_extern("handle", "ts_spin_wait", empty[s], ((g // num_stages) % 2) ^ 1)
             a_src = A[tm * block_m:(tm + 1) * block_m, ko * block_k:(ko + 1) * block_k]
             if transpose_b:
                 b_src = B[tn * block_n:(tn + 1) * block_n, ko * block_k:(ko + 1) * block_k]
@@ -211,7 +221,7 @@ def cluster_gemm_program(
         for i in T.serial(count):
             g = base + i
             s = g % num_stages
-            T.mbarrier_wait_parity(full[s], (g // num_stages) % 2)
+            T.call_extern("handle", "ts_spin_wait", full[s], (g // num_stages) % 2)
             # one stage's MMAs stay in flight while the next are issued, so the tensor cores do not
             # wait on the warp between stages; the stage before is then read and released
             T.wgmma_gemm(a_s[s, :, :], b_s[s, :, :], acc, transpose_B=transpose_b, policy=policy)
@@ -265,6 +275,7 @@ def cluster_gemm_program(
             C: T.Tensor((m, n), dtype),
         ):
             with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as bx:
+                T.import_source(SPIN_WAIT)
                 a_s, b_s, c_s, acc, full, empty, red_s, red_bar = buffers()
                 T.cluster_sync()  # both blocks' barriers exist before either arrives remotely
                 with T.ws(consumers):
@@ -297,6 +308,7 @@ def cluster_gemm_program(
         C: T.Tensor((m, n), dtype),
     ):
         with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as (bx, by):
+            T.import_source(SPIN_WAIT)
             a_s, b_s, c_s, acc, full, empty, red_s, red_bar = buffers()
             rank = by % 2 if along_m else bx % 2
             if along_m:

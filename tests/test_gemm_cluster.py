@@ -121,6 +121,9 @@ def test_the_cluster_program_builds_for_sm90a_with_its_protocol():
     for name in CASES:
         c = candidate(name)
         src = OP.build(OP.problem(**c.problem), c.config, H100).get_kernel_source()  # TileLang's cache now
+        # every stage barrier waits in the program's own spin (no 10 ms suspend hint)
+        assert "ts_spin_wait(full[" in src and "ts_spin_wait(empty[" in src, name
+        assert not re.search(r"(full|empty)\[[^\]]*\]\.wait\(", src), name
         if c.config["cluster"] == "k2":
             # each block loads its own half of K and frees its own stages; block 1 copies its
             # partial sums into block 0's shared memory in one bulk transfer, which block 0 awaits

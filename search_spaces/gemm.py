@@ -71,12 +71,12 @@ RASTERS = ("row", "column")
 # keep it: a space may add it (``scripts/knob_ablation.py values=row,column``).
 SEARCH_COLUMN_RASTER = False
 # Whether the search turns ``cluster``. Measured on an H200 (2026-11-26, RESULTS.md): every case
-# of tests/test_gemm_cluster.py correct against float64, and searches of three model shapes with
-# and without it minutes apart: the short-K square went from 0.959x to 1.002x cuBLAS (a clustered
-# persistent kernel, 4.6% ahead of the template's best kernel of the same tile in the same re-time),
-# the other two within their intervals. Not on by default until the whole model-shape suite has
-# been searched both ways: where K is long the program is 4-17% behind the template at the same
-# tile (scripts/cluster_probe.py), so on other shapes it may only cost trials.
+# of tests/test_gemm_cluster.py correct against float64, and two pairs of searches of three model
+# shapes with and without it: in one, the short-K square went from 0.959x to 1.002x cuBLAS (a
+# clustered persistent kernel, 4.6% ahead of the template's kernel of the same tile in the same
+# re-time); in the other the search did not find that kernel (0.909x both ways) and lost 1.9% on
+# a long-K shape to the trials it spent on clustered kernels. Where K is long the program is
+# behind the template at the same tile (scripts/cluster_probe.py), so it stays off by default.
 # TILESEARCH_CLUSTER=1 offers it to the search in every process of a run. While it is off the knob
 # is not in the space at all (a configuration without it is not clustered): a constant knob would
 # still add a feature column, and with it reshuffle the cost model's column sampling on every

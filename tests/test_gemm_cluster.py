@@ -246,3 +246,24 @@ def test_a_tuned_cluster_kernel_exports(tmp_path, monkeypatch):
     assert meta.config == config
     assert "tma_load_multicast" in (tmp_path / "kernel" / SOURCE).read_text()
     assert b"tir.cluster_dim_y" in (tmp_path / "kernel" / LIBRARY).read_bytes()  # the launch's cluster shape
+
+
+def test_the_probe_puts_tilelangs_wait_back_or_swaps_in_another():
+    """scripts/cluster_probe.py's ``waits`` rewrite only the cluster kernels' stage-barrier waits."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "cluster_probe.py"
+    spec = importlib.util.spec_from_file_location("cluster_probe", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    code = ('#include <tl_templates/cuda/barrier.h>\nextern "C" __global__ void gemm_cluster_kernel() {\n'
+            "  ts_spin_wait(full[(g % 3)], ((g % 6) / 3));\n  ts_spin_wait(empty[(ko % 3)], 1);\n"
+            "  red_bar[0].wait(0);\n}\n")
+    back = probe.rewrite_waits(code, "tl")
+    assert "full[(g % 3)].wait(((g % 6) / 3));" in back and "empty[(ko % 3)].wait(1);" in back
+    assert "ts_spin_wait" not in back and "red_bar[0].wait(0);" in back
+    test = probe.rewrite_waits(code, "test")
+    assert test.index("test_wait") < test.index("__global__") and "ts_wait(full[(g % 3)], " in test
+    plain = code.replace("gemm_cluster_kernel", "gemm_kernel")
+    assert probe.rewrite_waits(plain, "tl") == plain  # the template's kernels are left alone

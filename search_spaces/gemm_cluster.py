@@ -64,10 +64,10 @@ def pass_configs(cluster: str) -> dict[str, Any]:
 
 # The stage barriers' wait: a try-wait in a loop with the hardware's own suspend time. TileLang's
 # Barrier::wait passes a 10 ms suspend hint, and half the warps' stall samples sat in its sleeps
-# (Nsight Compute, H200); cuBLAS's waits hint 50 us. Rewritten so in the generated CUDA
-# (scripts/cluster_probe.py waits=try), every cluster kernel probed ran 2.2-3.5% faster on the
-# H200 (RESULTS.md). TileLang 0.1.15 offers no other wait, so the program brings this one
-# (imported ahead of TileLang's own includes, hence its own).
+# (Nsight Compute, H200); cuBLAS's waits hint 50 us. With this wait every cluster kernel probed
+# ran 1.1-3.8% faster than with TileLang's put back (scripts/cluster_probe.py waits=tl, H200,
+# RESULTS.md). TileLang 0.1.15 offers no other wait, so the program brings this one (imported
+# ahead of TileLang's own includes, hence its own).
 SPIN_WAIT = ("#include <tl_templates/cuda/barrier.h>\n"
              "__device__ __forceinline__ void ts_spin_wait(const Barrier& b, uint32_t phase) { while (!b.try_wait(phase)) {} }\n")
 

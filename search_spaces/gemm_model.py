@@ -287,7 +287,7 @@ def rivals(config: Mapping[str, Any]) -> list[Config]:
     if "cluster" in c:  # the cluster program, where the space offers it: the tile by the other routes
         # it loads by TMA and specializes its warp groups itself (warp_specialize=on): a best of
         # role_based had no valid clustered rival, and the H200 searches never timed the cluster
-        # program at their best tile, where a probe then found it 3-5% ahead on two of three shapes
+        # program at their best tile (where, at short K, probes then found it 1-6% ahead)
         program = {"tma": True, "warp_specialize": "on"} if c["cluster"] == "off" else {}
         found += [{**c, **(program if other != "off" else {}), "cluster": other}
                   for other in CLUSTERS if other != c["cluster"]]

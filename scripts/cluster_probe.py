@@ -53,10 +53,8 @@ VARIANTS = [  # (label, knobs over the template's tile); a variant the space for
 # probe of why its consumers starve: Nsight Compute put half its warps' samples in the sleeps of
 # TileLang's Barrier::wait, a try-wait with a 10 ms suspend hint, where cuBLAS's sleeps hint 50
 # us). The program spins on a try-wait with the hardware's own hint (gemm_cluster.SPIN_WAIT);
-# "tl" puts TileLang's wait back, "test" spins on a test-wait, which never suspends, "try" is the
-# program's own
+# "tl" puts TileLang's wait back, "test" spins on a test-wait, which never suspends
 WAITS = {
-    "try": "__device__ __forceinline__ void ts_wait(const Barrier& b, uint32_t phase) { while (!b.try_wait(phase)) {} }",
     "test": "__device__ __forceinline__ void ts_wait(const Barrier& b, uint32_t phase) { while (!b.test_wait(phase)) {} }",
 }
 
@@ -126,16 +124,6 @@ def main(argv: list[str]) -> int:
         inputs = op.make_inputs(problem, torch.device("cuda"), gen)
         references = op.reference(problem, inputs)
         fns, labels, rows = [], [], []
-
-        def checked(label: str, kernel: Any, config: dict[str, Any]) -> None:
-            outputs = op.make_outputs(problem, torch.device("cuda"))
-            rel, _, bad = check(kernel, inputs, outputs, references, op.tolerance(problem, config))
-            rows.append({"label": label, "config": config, "status": "wrong_result" if bad else "ok", "rel_err": rel,
-                         "error": bad})
-            if not bad:
-                fns.append(lambda kernel=kernel, outputs=outputs: kernel(*inputs, *outputs))
-                labels.append(label)
-
         for label, knobs in VARIANTS:
             config = {**TILE, **tile, **knobs}
             why = op.space(problem, target).unmet(config)
@@ -151,7 +139,13 @@ def main(argv: list[str]) -> int:
             if knobs.get("cluster", "off") != "off" and label in ("m2", "n2"):
                 kernels += [(f"{label} wait={w}", rewritten(op, problem, config, target, w)) for w in waits]
             for label, kernel in kernels:
-                checked(label, kernel, config)
+                outputs = op.make_outputs(problem, torch.device("cuda"))
+                rel, _, bad = check(kernel, inputs, outputs, references, op.tolerance(problem, config))
+                rows.append({"label": label, "config": config, "status": "wrong_result" if bad else "ok",
+                             "rel_err": rel, "error": bad})
+                if not bad:
+                    fns.append(lambda kernel=kernel, inputs=inputs, outputs=outputs: kernel(*inputs, *outputs))
+                    labels.append(label)
 
         fns.append(op.baseline(problem, inputs))
         labels.append("torch")

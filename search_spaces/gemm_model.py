@@ -289,8 +289,7 @@ def rivals(config: Mapping[str, Any]) -> list[Config]:
         # role_based had no valid clustered rival, and the H200 searches never timed the cluster
         # program at their best tile (where, at short K, probes then found it 1-6% ahead)
         program = {"tma": True, "warp_specialize": "on"} if c["cluster"] == "off" else {}
-        found += [{**c, **(program if other != "off" else {}), "cluster": other}
-                  for other in CLUSTERS if other != c["cluster"]]
+        found += [{**c, **program, "cluster": other} for other in CLUSTERS if other != c["cluster"]]
     if not c.get("swap_ab", False) and c["block_m"] != c["block_n"]:
         flipped = {**c, "block_m": c["block_n"], "block_n": c["block_m"]}
         found.append(flipped)

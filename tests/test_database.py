@@ -87,3 +87,11 @@ def test_find_studies_filters_by_op_and_problem(tmp_path):
     assert len(find_studies(storage, "toy")) == 2
     assert len(find_studies(storage, "toy", op.problem(size=9))) == 1
     assert find_studies(storage, "gemm") == []
+
+
+def test_a_writer_makes_the_folder_of_its_sqlite_file_and_a_reader_does_not(tmp_path):
+    with pytest.raises(StorageError):
+        open_storage(f"sqlite:///{tmp_path}/absent/tune.db", read_only=True)
+    assert not (tmp_path / "absent").exists()
+    run_toy(f"sqlite:///{tmp_path}/new/deeper/tune.db", trials=2)
+    assert (tmp_path / "new" / "deeper" / "tune.db").is_file()

@@ -129,6 +129,8 @@ def _check_sqlite_file(path: str, read_only: bool) -> None:
     if not os.path.exists(path):
         if read_only:
             raise MissingStorageError(f"no database at {path}; run tilesearch tune first (or pass storage=URL)")
+        # A writer names where its database goes, as a journal file or --out does: make the folder.
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         return
     if not os.access(path, os.R_OK):
         raise StorageError(f"database {path} is not readable; check its permissions")

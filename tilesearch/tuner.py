@@ -42,7 +42,7 @@ from tilesearch.progress import Progress
 from tilesearch.records import BuildResult, Candidate, Final, Incumbent, RunResult, Status
 from tilesearch.runner import MeasureSettings, Runner
 from tilesearch.runner import create as create_runner
-from tilesearch.runner.retime import final_retime
+from tilesearch.runner.retime import contenders, final_retime
 from tilesearch.space import Space, config_key
 from tilesearch.strategy import RandomStrategy, SearchContext, Strategy, create
 from tilesearch.strategy.hints import Hinted
@@ -87,7 +87,8 @@ class TuneSettings:
             re-queued (see :mod:`tilesearch.storage`); 0 turns heartbeats off.
         retime: the top configurations re-timed together at the end of the run, the baseline
             interleaved, to choose the best and its tie set (:mod:`tilesearch.runner.retime`);
-            0 keeps the search's ranking.
+            of these, those more than 10% behind the best in the search are left out
+            (:func:`~tilesearch.runner.retime.contenders`); 0 keeps the search's ranking.
         retime_processes: fresh worker processes the final re-time runs in, one after another,
             their rounds pooled; more (up to 4) while they disagree on the best. One process's
             figures of a short kernel are off by up to 1% (:mod:`tilesearch.runner.pool`).
@@ -272,7 +273,7 @@ def tune(
         loop.run()
         final = db.final()
         if settings.retime and final is None:  # none yet, or trials were measured after it
-            top = db.best(settings.retime)
+            top = contenders(db.best(settings.retime))
             if top:
                 with phases("final re-time"):
                     final = final_retime(runner, [(r.number, r.config) for r in top], op=problem.op,

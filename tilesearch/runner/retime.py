@@ -16,10 +16,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tilesearch.records import Candidate, Final, Retimed, Status, is_correct
+from tilesearch.records import Candidate, Final, Retimed, Status, is_correct, speeds
 from tilesearch.runner.base import Runner
 from tilesearch.runner.stats import overlap
 from tilesearch.target import Target
+
+
+# How far behind the search's best a configuration may be and still be re-timed. The same kernel's
+# ratio to the baseline moved by up to 5% between two fresh processes minutes apart (0.982, then
+# 0.934, on an H100: the kernels issue), and two search trials are timed minutes apart, so their
+# figures may differ by about twice that without the kernels differing at all. One further
+# behind cannot win a re-time; timing it anyway cost most of the re-time's rounds and loads in
+# README's main command (its second best was 16% behind: 0.79 against 0.94).
+CONTENDER_MARGIN = 0.10
+
+
+def contenders(records: Sequence[Any], margin: float = CONTENDER_MARGIN) -> list[Any]:
+    """The records (a study's best, fastest first) worth re-timing: those whose search figure
+    (:func:`~tilesearch.records.speeds`) is within ``margin`` of the fastest's, in their order."""
+    figures = speeds(records)
+    known = [f for f in figures if f is not None]
+    if not known:
+        return list(records)
+    floor = max(known) * (1 - margin)
+    return [r for r, f in zip(records, figures) if f is None or f >= floor]
 
 
 def final_retime(runner: Runner, trials: Sequence[tuple[int, dict[str, Any]]], *, op: str, problem: dict[str, Any],

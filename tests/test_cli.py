@@ -59,7 +59,7 @@ def test_show_prints_best_table(tmp_path):
 
     storage = f"sqlite:///{tmp_path / 's.db'}"
     tune("gemm", {"m": 64, "n": 64, "k": 64}, runner=SyntheticRunner(), storage=storage, trials=5,
-         strategy="random", progress=False)
+         strategy="random", progress=False, retime_margin=1)
     out = cli("show", "op=gemm", "m=64", "n=64", "k=64", f"storage={storage}", "top=3", env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert "[replayed]" in out.stdout and "trials: 5 (ok: 5)" in out.stdout

@@ -32,7 +32,7 @@ def test_a_miss_says_whether_the_configurations_both_re_timed_agree():
 def test_the_runner_records_every_configuration_of_each_final(tmp_path):
     experiment = Experiment(
         name="finals", op=FAULTY_CPU_OP, problems=({"n": 1 << 12},), strategies=("grid",), trials=2, repeats=2,
-        knobs={"fault": ("none",), "block": (256, 512), "threads": (128,)}, top=0, settings={"retime": 2},
+        knobs={"fault": ("none",), "block": (256, 512), "threads": (128,)}, top=0, settings={"retime": 2, "retime_margin": 1},
         runner=lambda problem: CpuRunner(timeout=60), out=str(tmp_path))
     (prob,) = run(experiment)["problems"]
     for search in prob["searches"]:

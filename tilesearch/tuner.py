@@ -42,7 +42,7 @@ from tilesearch.progress import Progress
 from tilesearch.records import BuildResult, Candidate, Final, Incumbent, RunResult, Status
 from tilesearch.runner import MeasureSettings, Runner
 from tilesearch.runner import create as create_runner
-from tilesearch.runner.retime import contenders, final_retime
+from tilesearch.runner.retime import CONTENDER_MARGIN, contenders, final_retime
 from tilesearch.space import Space, config_key
 from tilesearch.strategy import RandomStrategy, SearchContext, Strategy, create
 from tilesearch.strategy.hints import Hinted
@@ -87,8 +87,9 @@ class TuneSettings:
             re-queued (see :mod:`tilesearch.storage`); 0 turns heartbeats off.
         retime: the top configurations re-timed together at the end of the run, the baseline
             interleaved, to choose the best and its tie set (:mod:`tilesearch.runner.retime`);
-            of these, those more than 10% behind the best in the search are left out
-            (:func:`~tilesearch.runner.retime.contenders`); 0 keeps the search's ranking.
+            0 keeps the search's ranking.
+        retime_margin: of those, the ones more than this share behind the best in the search
+            are left out (:func:`~tilesearch.runner.retime.contenders`); 1 re-times them all.
         retime_processes: fresh worker processes the final re-time runs in, one after another,
             their rounds pooled; more (up to 4) while they disagree on the best. One process's
             figures of a short kernel are off by up to 1% (:mod:`tilesearch.runner.pool`).
@@ -128,6 +129,7 @@ class TuneSettings:
     heartbeat: int = 10
     retime: int = 5
     retime_processes: int = 2
+    retime_margin: float = CONTENDER_MARGIN
     polish: int = 6
     race: bool = True
     verbose: bool = False
@@ -154,6 +156,8 @@ def _why_bad(s: TuneSettings) -> str | None:
         value = getattr(s, name)
         if not 0 < value < float("inf"):  # also false for nan
             return f"{name} must be > 0 and finite, got {value}"
+    if not 0 <= s.retime_margin <= 1:  # also false for nan
+        return f"retime_margin must be between 0 and 1, got {s.retime_margin}"
     if s.retime_processes < 1:
         return f"retime_processes must be at least 1, got {s.retime_processes}"
     for name in ("build_workers", "device", "heartbeat", "polish"):
@@ -273,7 +277,7 @@ def tune(
         loop.run()
         final = db.final()
         if settings.retime and final is None:  # none yet, or trials were measured after it
-            top = contenders(db.best(settings.retime))
+            top = contenders(db.best(settings.retime), settings.retime_margin)
             if top:
                 with phases("final re-time"):
                     final = final_retime(runner, [(r.number, r.config) for r in top], op=problem.op,

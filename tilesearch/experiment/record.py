@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=450.0,
                         help="seconds after which no new configuration is started (rerun to resume)")
     parser.add_argument("--workers", type=int, default=0, help="compile processes (0: all cores but one)")
-    # A recording is measure-bound (on the H200 host: 113 configurations a minute recorded, 208 a
+    # A recording is measure-bound (on the H200 host: 56 configurations a minute recorded, 208 a
     # minute compiled in batches of 8), and tune keeps workers x batch configurations in flight,
     # all of which are measured after --deadline: with batches of 16, the 240 in flight ran on
     # for more than 160 s past it and a call hit its 600 s limit. Batches of 4 keep about 64.

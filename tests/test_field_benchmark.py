@@ -10,6 +10,7 @@ from tilesearch import dataset
 from tilesearch.experiment import field as fb
 from tilesearch.experiment import kernel_tuner as kts
 from tilesearch.experiment import replay_runs as rr
+from tilesearch.experiment import scores as sc
 from tilesearch.experiment import strategies as sb
 from tilesearch.space import config_key
 from tilesearch.testing.synthetic import synthetic_dataset
@@ -144,3 +145,35 @@ def test_xgb_needs_the_fewest_trials_to_97_and_has_the_highest_score_on_every_co
     missed = [f"{name}: fewest {v['fewest_t97']} ({v['t97']:g}), best score {v['best_score']} ({v['score']:.3f})"
               for name, v in verdicts.items() if not (v["xgb_fewest"] and v["xgb_best_score"])]
     assert len(verdicts) >= 4 and not missed, "\n".join(missed)
+
+
+FULL = [d for d in dataset.load_dir(DATA) if d.meta.get("gpu") != "synthetic" and sc.full_space(d)]
+
+
+@pytest.mark.skipif(not FULL, reason="no full-space dataset committed yet: issue 19's recordings need the GPU "
+                                     "host (RESULTS.md, 'Datasets of the full spaces')")
+def test_xgb_reaches_97_percent_on_the_full_spaces_within_the_issues_budgets():
+    """Issue 19 on the full spaces: median trials to 97% of the best known within 40 (15 with
+    transfer) on a GEMM sample, within 3% of the size on an einsum-sum sweep; 10 seeds."""
+    args = fb.build_parser().parse_args(["--strategies", "xgb,xgb+transfer"])
+    args.strategies = ["xgb", "xgb+transfer"]
+    outcomes = sb.benchmark(FULL, args, log=lambda _: None)
+    found = sc.full_space_targets(list(zip(FULL, outcomes)))
+    missed = [f"{name}: {goal} ({why})" for name, got in found.items() for goal, (ok, why) in got.items() if not ok]
+    assert found and not missed, "\n".join(missed)
+
+
+def test_full_space_targets_fail_when_a_median_misses(data_dir):
+    data = dataset.load(data_dir / "a.jsonl.gz")
+    assert not sc.full_space(data)  # a GEMM sweep of the sub-space
+    sampled = type("D", (), {"sampled": True, "op": "gemm"})()
+    sweep = type("D", (), {"sampled": False, "op": "einsum_sum"})()
+
+    def outcome(hit):
+        runs = [rr.Run("xgb", s, [1.0] * (hit - 1) + [2.0], [2.0] * (hit - 1) + [1.0], [1.0] * hit, 0.0) for s in range(3)]
+        return rr.Outcome("d", 1000, 2.0, runs={"xgb": runs})
+
+    assert sc.full_space_targets([(sampled, outcome(40))])["d"] == {"xgb within 40": (True, "40 <= 40")}
+    assert sc.full_space_targets([(sampled, outcome(41))])["d"]["xgb within 40"][0] is False
+    assert sc.full_space_targets([(sweep, outcome(31))])["d"] == {"xgb within 30": (False, "31 <= 30")}
+    assert sc.full_space_targets([(data, outcome(1))]) == {}

@@ -69,3 +69,19 @@ def test_version_1_files_still_read_and_unknown_versions_are_refused(tmp_path):
     dataset.write(tmp_path / "v9.jsonl", {**meta, "version": 9}, rows)
     with pytest.raises(dataset.DatasetError, match="version 9"):
         dataset.load(tmp_path / "v9.jsonl")
+
+
+def test_write_only_writes_what_the_storage_holds_and_changes_nothing(tmp_path, capsys):
+    recorded = _record(tmp_path, "--shapes", "512x512x512", "--sample", "6", "--neighbours", "1")
+    db_file = tmp_path / "r.db"
+    before = db_file.read_bytes()
+    out = tmp_path / "again"
+    args = ["--write-only", "--quiet", "--out", str(out), "--storage", f"sqlite:///{db_file}", "--shapes", "512x512x512"]
+    assert rd.main([*args, "--sample", "6", "--neighbours", "1"]) == 0
+    (path,) = out.glob("*.jsonl.gz")  # the dataset alone: no copy of the storage
+    written = dataset.load(path)
+    assert [r.config for r in written.rows] == [r.config for r in recorded.rows] and written.meta["complete"]
+    assert "--write-only" in written.meta["notes"] and db_file.read_bytes() == before
+    assert rd.main([*args, "--sample", "7"]) == 2  # another sample was never recorded
+    assert "--write-only: no study" in capsys.readouterr().err
+    assert db_file.read_bytes() == before

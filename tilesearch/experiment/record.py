@@ -37,6 +37,7 @@ compilation, on a CPU: for testing this script; its files say SYNTHETIC and thei
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import random
@@ -46,10 +47,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from tilesearch import dataset, registry, tune, versions
 from tilesearch.builder import NullBuilder
-from tilesearch.database import TuningDatabase
+from tilesearch.database import StorageError, TuningDatabase
 from tilesearch.op import Problem
 from tilesearch.report import table
 from tilesearch.runner import LocalRunner, MeasureSettings
@@ -155,7 +157,9 @@ def record(op_name: str, params: dict, args: argparse.Namespace, deadline: float
     valid_configs = list(space.enumerate())
     knobs = {k.name: list(k.values()) for k in space.knobs}
     measure = MeasureSettings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, seed=0)
-    if args.dry_run:
+    if args.write_only:  # nothing is measured: the storage's trials are written out as they are
+        runner = builder = contextlib.nullcontext()
+    elif args.dry_run:
         from tilesearch.testing.synthetic import SyntheticRunner, default_latency, gemm_latency
 
         made_up = (lambda c: gemm_latency(problem.to_dict(), c, target)) if op_name == "gemm" else default_latency
@@ -169,6 +173,13 @@ def record(op_name: str, params: dict, args: argparse.Namespace, deadline: float
         f":sample{args.sample}+{args.neighbours}@{args.seed}" if args.sample else "")
 
     def measure_all(strategy, trials: int):
+        if args.write_only:
+            try:
+                TuningDatabase(args.storage, study, read_only=True)
+            except StorageError as exc:
+                raise SystemExit(f"--write-only: {exc}; give the --storage and the same --sample, "
+                                 "--neighbours and --seed that recorded it") from None
+            return SimpleNamespace(study=study, compile_per_min=None, gpu_idle=None)
         return tune(op_name, problem, space=space, strategy=Until(strategy, lambda _: time.monotonic() > deadline),
                     runner=runner, builder=builder, storage=args.storage, study=study, trials=trials,
                     build_workers=args.workers, progress=not args.quiet, arch=args.arch)
@@ -181,7 +192,7 @@ def record(op_name: str, params: dict, args: argparse.Namespace, deadline: float
         else:
             drawn = plan_sample(valid_configs, args.sample, args.seed)
             result = measure_all(Listed(drawn), len(drawn))
-            db = TuningDatabase(args.storage, result.study)
+            db = TuningDatabase(args.storage, result.study, read_only=args.write_only)
             rows = {config_key(r.config): r for r in dataset.rows_from_records(db.records())}
             measured = [rows[config_key(c)] for c in drawn if config_key(c) in rows]
             best = sorted((r for r in measured if r.ok), key=lambda r: r.latency_ms)[:args.neighbours]
@@ -191,7 +202,7 @@ def record(op_name: str, params: dict, args: argparse.Namespace, deadline: float
             sample = {"method": "uniform+neighbours", "seed": args.seed, "uniform": len(drawn),
                       "neighbours_of": args.neighbours, "planned": len(plan if len(measured) == len(drawn) else drawn)}
     wall = time.perf_counter() - start
-    db = TuningDatabase(args.storage, result.study)
+    db = TuningDatabase(args.storage, result.study, read_only=args.write_only)
     attrs = db.study.user_attrs
     how = "random(seed=0)" if not args.sample else f"uniform sample of {args.sample} (seed {args.seed}) + neighbours"
     meta = dataset.header(
@@ -201,7 +212,7 @@ def record(op_name: str, params: dict, args: argparse.Namespace, deadline: float
         measure={**vars(measure), "build_workers": result_workers(args), "strategy": how},
         notes="recorded by experiments/record_dataset.py" + (
             "; SYNTHETIC: --dry-run, made-up latencies from tilesearch.testing.synthetic, not measurements"
-            if args.dry_run else ""),
+            if args.dry_run else "") + ("; written by --write-only from the storage, as far as it got" if args.write_only else ""),
         sample=sample,
     )
     rows = dataset.rows_from_records(db.records())
@@ -265,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--dry-run", action="store_true",
                         help="made-up latencies, no compilation, no GPU (tests this script; files say SYNTHETIC)")
+    parser.add_argument("--write-only", action="store_true",
+                        help="measure nothing: write the datasets of what --storage holds (no GPU; "
+                             "e.g. a storage brought back from a call that ran out of time)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     problems = [("gemm", p) for p in parse_shapes(args.shapes)] + parse_problems(args.problems, args.op)
@@ -281,9 +295,15 @@ def main(argv: list[str] | None = None) -> int:
         if time.monotonic() > deadline:
             print(f"deadline passed: {op_name} {params} not started; rerun to record it", file=sys.stderr)
             continue
-        summary.append(record(op_name, params, args, deadline))
+        try:
+            summary.append(record(op_name, params, args, deadline))
+        except SystemExit as exc:  # a refusal with its one line: exit code 2, as the parser's
+            if not isinstance(exc.code, str):
+                raise
+            print(f"record_dataset: {exc.code}", file=sys.stderr)
+            return 2
         print(f"wrote {summary[-1]['file']}", file=sys.stderr)
-    if args.storage.startswith("sqlite:///"):
+    if args.storage.startswith("sqlite:///") and not args.write_only:
         db_file = Path(args.storage.removeprefix("sqlite:///"))
         if db_file.exists() and db_file.resolve().parent != Path(args.out).resolve():
             shutil.copy(db_file, Path(args.out) / db_file.name)
@@ -296,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     incomplete = [s["shape"] for s in summary if not s["complete"]] + [
         f"{o}: " + " ".join(f"{k}={v}" for k, v in p.items()) for o, p in problems[len(summary):]]
     if incomplete:
-        print(f"incomplete (deadline): {', '.join(incomplete)}; rerun the same command to resume")
+        again = "rerun it without --write-only on the GPU" if args.write_only else "rerun the same command"
+        print(f"incomplete (deadline): {', '.join(incomplete)}; {again} to resume")
     return 0
 

@@ -21,7 +21,6 @@ from tilesearch.runner.base import Runner
 from tilesearch.runner.stats import overlap
 from tilesearch.target import Target
 
-
 # How far behind the search's best a configuration may be and still be re-timed. The same kernel's
 # ratio to the baseline moved by up to 5% between two fresh processes minutes apart (0.982, then
 # 0.934, on an H100: the kernels issue), and two search trials are timed minutes apart, so their

@@ -177,3 +177,21 @@ def test_full_space_targets_fail_when_a_median_misses(data_dir):
     assert sc.full_space_targets([(sampled, outcome(41))])["d"]["xgb within 40"][0] is False
     assert sc.full_space_targets([(sweep, outcome(31))])["d"] == {"xgb within 30": (False, "31 <= 30")}
     assert sc.full_space_targets([(data, outcome(1))]) == {}
+
+
+def test_a_kernel_tuner_strategy_that_raises_is_reported_and_the_others_go_on(data_dir, tmp_path, monkeypatch):
+    real = kts.run
+
+    def run(cache, strategy, seed, **kw):
+        if strategy == "greedy_ils":
+            raise TypeError("'NoneType' object is not iterable")
+        return real(cache, strategy, seed, **kw)
+
+    monkeypatch.setattr(kts, "run", run)
+    out = tmp_path / "out"
+    assert fb.main(["--data", str(data_dir), "--out", str(out), "--seeds", "1", "--min-horizon", "4",
+                    "--strategies", "xgb,kt:greedy_ils,kt:random_sample"]) == 0
+    text = (out / "results.md").read_text()
+    assert "- kt:greedy_ils on a: raised TypeError: 'NoneType' object is not iterable" in text
+    raw = json.loads((out / "results.json").read_text())
+    assert raw["a"]["runs"]["kt:greedy_ils"][0]["measured"] == 0 and raw["a"]["runs"]["kt:random_sample"][0]["measured"] > 0

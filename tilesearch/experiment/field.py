@@ -109,6 +109,10 @@ class Runs:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.caches: dict[str, kts.Cache] = {}
+        # (dataset, strategy) -> the error of a Kernel Tuner run that raised: such a run counts as
+        # measuring nothing, and the report says why (greedy_ils raised on a sparse sample of a
+        # space, where a configuration may have no neighbour)
+        self.failed: dict[tuple[str, str], str] = {}
 
     def __call__(self, data: dataset.Dataset, name: str, seed: int, *, horizon: int, cap: int, batch: int,
                  transfer: str = "", hints: list | None = None) -> rr.Run:
@@ -121,7 +125,11 @@ class Runs:
         key = data.name + ("_reversed" if reverse else "")
         if key not in self.caches:
             self.caches[key] = kts.export(data, self.directory / f"{key}.json", reverse=reverse)
-        rows, seconds = kts.run(self.caches[key], strategy, seed, max_fevals=cap)
+        try:
+            rows, seconds = kts.run(self.caches[key], strategy, seed, max_fevals=cap)
+        except Exception as exc:  # noqa: BLE001 - another tuner's failure is a result, not ours to stop on
+            self.failed.setdefault((data.name, name), f"{type(exc).__name__}: {exc}")
+            return rr._run(name, seed, [], 0.0)
         return rr._run(name, seed, rows, seconds)
 
 
@@ -211,8 +219,13 @@ def main(argv: list[str] | None = None, *, strategies: Sequence[str] = DEFAULT) 
     text = summary(outcomes, args)
     detail = br.markdown(outcomes, False, args)
     budgets = [line for o in outcomes for line in [f"{o.dataset}:"] + used(o)]
+    failed = [f"- {name} on {data}: raised {error}; its runs count as measuring nothing"
+              for (data, name), error in runs.failed.items()]
     (out / "results.md").write_text(f"## Across datasets\n\n{text}\n## Per dataset\n\n{detail}\n"
-                                    "## Configurations used by Kernel Tuner's strategies\n\n" + "\n".join(budgets) + "\n")
+                                    "## Configurations used by Kernel Tuner's strategies\n\n" + "\n".join(budgets) + "\n"
+                                    + ("\n## Runs that raised\n\n" + "\n".join(failed) + "\n" if failed else ""))
+    for line in failed:
+        print(line, file=sys.stderr)
     raw = {o.dataset: {"size": o.size, "best_tflops": o.best_tflops,
                        "runs": {name: [{"seed": r.seed, "measured": len(r.tflops), "overhead_s": r.overhead_s,
                                         **{f"trials_to_{round(t * 100)}": r.trials_to(t, o.best_tflops)

@@ -195,3 +195,14 @@ def test_a_kernel_tuner_strategy_that_raises_is_reported_and_the_others_go_on(da
     assert "- kt:greedy_ils on a: raised TypeError: 'NoneType' object is not iterable" in text
     raw = json.loads((out / "results.json").read_text())
     assert raw["a"]["runs"]["kt:greedy_ils"][0]["measured"] == 0 and raw["a"]["runs"]["kt:random_sample"][0]["measured"] > 0
+
+
+def test_cmaes_on_a_sparse_sample_falls_back_to_untried_rows_as_tilesearchs_loop_does(data_dir, tmp_path):
+    full = dataset.load(data_dir / "a.jsonl.gz")
+    ok = [r for r in full.rows if r.ok]
+    rows = ok[::12]  # a sample of the space: most of what CMA-ES asks for is not in it
+    sparse = dataset.write(tmp_path / "sparse.jsonl.gz", {**full.meta, "sample": {"method": "uniform", "seed": 0,
+                                                                                 "uniform": len(rows), "planned": len(rows)}}, rows)
+    assert sparse.sampled and len(ok) > 5 * len(rows)
+    run = fb.optuna_run(sparse, "cmaes", 0, horizon=len(rows), cap=len(rows))
+    assert len(run.tflops) == len(rows)  # every row measured within the budget of asks

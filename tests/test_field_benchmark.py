@@ -192,7 +192,7 @@ def test_a_kernel_tuner_strategy_that_raises_is_reported_and_the_others_go_on(da
     assert fb.main(["--data", str(data_dir), "--out", str(out), "--seeds", "1", "--min-horizon", "4",
                     "--strategies", "xgb,kt:greedy_ils,kt:random_sample"]) == 0
     text = (out / "results.md").read_text()
-    assert "- kt:greedy_ils on a: raised TypeError: 'NoneType' object is not iterable" in text
+    assert "- kt:greedy_ils on a: raised TypeError: 'NoneType' object is not iterable (seed 0)" in text
     raw = json.loads((out / "results.json").read_text())
     assert raw["a"]["runs"]["kt:greedy_ils"][0]["measured"] == 0 and raw["a"]["runs"]["kt:random_sample"][0]["measured"] > 0
 
@@ -206,3 +206,17 @@ def test_cmaes_on_a_sparse_sample_falls_back_to_untried_rows_as_tilesearchs_loop
     assert sparse.sampled and len(ok) > 5 * len(rows)
     run = fb.optuna_run(sparse, "cmaes", 0, horizon=len(rows), cap=len(rows))
     assert len(run.tflops) == len(rows)  # every row measured within the budget of asks
+
+
+def test_a_kernel_tuner_run_past_its_time_limit_raises(data_dir, tmp_path, monkeypatch):
+    import kernel_tuner
+
+    def stuck(*args, **kwargs):
+        import time
+
+        time.sleep(30)
+
+    monkeypatch.setattr(kernel_tuner, "tune_kernel", stuck)
+    cache = kts.export(dataset.load(data_dir / "a.jsonl.gz"), tmp_path / "a.json")
+    with pytest.raises(TimeoutError, match="within 0.5 s"):
+        kts.run(cache, "greedy_ils", 0, max_fevals=10, time_limit=0.5)

@@ -140,10 +140,12 @@ class Runs:
         key = data.name + ("_reversed" if reverse else "")
         if key not in self.caches:
             self.caches[key] = kts.export(data, self.directory / f"{key}.json", reverse=reverse)
+        if (data.name, name) in self.failed:  # once it raised (a time limit may take minutes), not again
+            return rr._run(name, seed, [], 0.0)
         try:
             rows, seconds = kts.run(self.caches[key], strategy, seed, max_fevals=cap)
         except Exception as exc:  # noqa: BLE001 - another tuner's failure is a result, not ours to stop on
-            self.failed.setdefault((data.name, name), f"{type(exc).__name__}: {exc}")
+            self.failed[(data.name, name)] = f"{type(exc).__name__}: {exc} (seed {seed})"
             return rr._run(name, seed, [], 0.0)
         return rr._run(name, seed, rows, seconds)
 
@@ -234,7 +236,7 @@ def main(argv: list[str] | None = None, *, strategies: Sequence[str] = DEFAULT) 
     text = summary(outcomes, args)
     detail = br.markdown(outcomes, False, args)
     budgets = [line for o in outcomes for line in [f"{o.dataset}:"] + used(o)]
-    failed = [f"- {name} on {data}: raised {error}; its runs count as measuring nothing"
+    failed = [f"- {name} on {data}: raised {error}; that run and the later seeds' count as measuring nothing"
               for (data, name), error in runs.failed.items()]
     (out / "results.md").write_text(f"## Across datasets\n\n{text}\n## Per dataset\n\n{detail}\n"
                                     "## Configurations used by Kernel Tuner's strategies\n\n" + "\n".join(budgets) + "\n"

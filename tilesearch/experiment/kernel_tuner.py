@@ -41,6 +41,8 @@ import contextlib
 import io
 import json
 import random
+import signal
+import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -146,15 +148,40 @@ def _seeded(seed: int):
         bayes_opt.LatinHypercube = qmc.LatinHypercube = original
 
 
+@contextlib.contextmanager
+def _time_limit(seconds: float | None):
+    """Raises :class:`TimeoutError` in the main thread after ``seconds`` (elsewhere: no limit)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(*_: Any) -> None:
+        raise TimeoutError(f"no result within {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# A run's time limit: on a sparse sample of the full GEMM space Kernel Tuner 1.5.0's greedy_ils
+# ran for over 6 minutes at 6 GB without ending one run (where its other runs took a second)
+TIME_LIMIT_S = 120.0
+
+
 def run(cache: Cache, strategy: str, seed: int, *, max_fevals: int,
-        options: Mapping[str, Any] | None = None) -> tuple[list[dataset.Row], float]:
+        options: Mapping[str, Any] | None = None, time_limit: float | None = TIME_LIMIT_S) -> tuple[list[dataset.Row], float]:
     """Runs Kernel Tuner's ``strategy`` on ``cache`` in simulation mode; returns the dataset's
-    rows in the order the strategy first evaluated them, and the seconds Kernel Tuner took."""
+    rows in the order the strategy first evaluated them, and the seconds Kernel Tuner took.
+    Raises :class:`TimeoutError` after ``time_limit`` seconds (in the main thread)."""
     import kernel_tuner
 
     opts = {**STRATEGIES.get(strategy, {}), **(options or {}), "max_fevals": max_fevals}
     names = list(cache.tune_params)
-    with _seeded(seed), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    with _time_limit(time_limit), _seeded(seed), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         start = time.perf_counter()
         results, _ = kernel_tuner.tune_kernel(

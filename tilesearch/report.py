@@ -46,6 +46,10 @@ def best_table(records: Sequence[TrialRecord]) -> str:
     return table(rows, header) + note
 
 
+def _configurations(n: int) -> str:
+    return f"{n} configuration" + ("" if n == 1 else "s")
+
+
 def final_table(final: Final) -> str:
     """The final re-time: how it was taken, the tie set, and each configuration's figures with
     their intervals and the clock and power records."""
@@ -54,9 +58,9 @@ def final_table(final: Final) -> str:
     elif final.together:
         processes = max((e.result.extra.get("processes", 1) for e in final.entries), default=1)
         where = "one fresh worker process" if processes == 1 else f"each of {processes} fresh worker processes, pooled"
-        how = f"{len(final.entries)} configurations and the baseline timed interleaved in {where}"
+        how = f"{_configurations(len(final.entries))} and the baseline timed interleaved in {where}"
     else:
-        how = f"{len(final.entries)} configurations timed again one at a time"
+        how = f"{_configurations(len(final.entries))} timed again one at a time"
     chosen = final.chosen
     lines = [f"final re-time: {how}"]
     if chosen is not None:

@@ -172,13 +172,15 @@ def record(op_name: str, params: dict, args: argparse.Namespace, deadline: float
     study = f"sweep:{problem.op}[{problem.key}]@{versions.tag()}" + (
         f":sample{args.sample}+{args.neighbours}@{args.seed}" if args.sample else "")
 
+    if args.write_only:
+        try:
+            TuningDatabase(args.storage, study, read_only=True)
+        except StorageError as exc:
+            raise SystemExit(f"--write-only: {exc}; give the --storage and the same --sample, "
+                             "--neighbours and --seed that recorded it") from None
+
     def measure_all(strategy, trials: int):
-        if args.write_only:
-            try:
-                TuningDatabase(args.storage, study, read_only=True)
-            except StorageError as exc:
-                raise SystemExit(f"--write-only: {exc}; give the --storage and the same --sample, "
-                                 "--neighbours and --seed that recorded it") from None
+        if args.write_only:  # what the storage holds stands for the measurements
             return SimpleNamespace(study=study, compile_per_min=None, gpu_idle=None)
         return tune(op_name, problem, space=space, strategy=Until(strategy, lambda _: time.monotonic() > deadline),
                     runner=runner, builder=builder, storage=args.storage, study=study, trials=trials,

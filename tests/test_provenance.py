@@ -128,3 +128,23 @@ def test_the_modules_a_plugin_imports_from_its_own_package_are_part_of_its_sourc
         for name in [n for n in sys.modules if n.startswith("pkg_plugin")]:
             sys.modules.pop(name)
         registry.load.cache_clear()
+
+
+def test_a_named_study_measured_on_another_gpu_is_refused(tmp_path):
+    """The default name has the GPU in it; an explicit one (a recording resumed on whatever card a
+    session is lent) must not take one GPU's rows into another's study."""
+    from tilesearch.target import Target
+    from tilesearch.testing.toy import TOY_OP
+
+    storage = f"sqlite:///{tmp_path / 'g.db'}"
+
+    def on(gpu, trials):
+        runner = SyntheticRunner(target=Target.from_arch("sm_90a", gpu=gpu))
+        tune(TOY_OP, {"size": 8}, runner=runner, strategy="grid", trials=trials, storage=storage, study="rec",
+             progress=False, retime=0)
+        return runner
+
+    assert len(on("NVIDIA H200", 2).calls) == 2
+    with pytest.raises(StaleStudyError, match="GPU: NVIDIA H200 -> NVIDIA H100 80GB HBM3"):
+        on("NVIDIA H100 80GB HBM3", 4)
+    assert len(on("NVIDIA H200", 4).calls) == 2  # the same card resumes it

@@ -194,6 +194,15 @@ class TrialRecord(Figures):
 RECORD_FIGURES = (*FIGURES, "error", "compile_s", "measure_s")  # read back by name from a trial's attributes
 
 
+def _other_gpu(existing: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+    """A line if the study was measured on another GPU than ``info``'s. The identity leaves the
+    GPU out because the default study name has it; a study named explicitly (a recording resumed
+    on whatever card a session is lent) would otherwise take an H100's rows into an H200's study."""
+    old, new = (d.get("target", {}).get("gpu") if isinstance(d.get("target"), Mapping) else None
+                for d in (existing, info))
+    return [f"GPU: {old} -> {new}"] if old and new and old != new else []
+
+
 class TuningDatabase:
     """The trials of one problem on one target, in an Optuna study.
 
@@ -240,6 +249,7 @@ class TuningDatabase:
         fresh = not existing
         differ = (differences(existing.get(IDENTITY_ATTR), info[IDENTITY_ATTR])
                   if info and IDENTITY_ATTR in info and not fresh else [])
+        differ += _other_gpu(existing, info or {})
         if differ:
             if not self.trials():  # nothing measured under the old conditions: take the new ones
                 existing = {}

@@ -38,3 +38,21 @@ def test_environment_reaches_the_child():
     with IsolatedWorker(env={"TILESEARCH_TEST_VAR": "42"}) as worker:
         result = worker.call("os:getenv", "TILESEARCH_TEST_VAR", timeout=60)
     assert result.value == "42"
+
+
+def test_a_nice_worker_yields_the_cpu_and_so_do_its_compilers():
+    """The compile pool runs at a lower CPU priority than the measuring worker (builder.local)."""
+    import os
+
+    from tilesearch.builder.local import COMPILE_NICE, LocalBuilder
+
+    ours = os.nice(0)
+    with IsolatedWorker(nice=3) as worker:
+        assert worker.call("os:nice", 0, timeout=60).value == min(ours + 3, 19)
+        shell = worker.call("subprocess:check_output", ["sh", "-c", "ps -o ni= -p $$"], timeout=60).value
+        assert int(shell) == min(ours + 3, 19)
+    builder = LocalBuilder(workers=2)
+    try:
+        assert COMPILE_NICE > 0 and [w.nice for w in builder._all] == [COMPILE_NICE] * 2
+    finally:
+        builder.close()

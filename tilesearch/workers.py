@@ -49,7 +49,9 @@ def resolve(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def _serve(conn: Any, env: dict[str, str]) -> None:
+def _serve(conn: Any, env: dict[str, str], nice: int = 0) -> None:
+    if nice:
+        os.nice(nice)  # the compiler processes it starts inherit it
     # Ctrl-C reaches the whole process group; the parent stops its workers itself (tilesearch.shutdown),
     # so a worker must not die of it mid-call, printing a traceback of its own
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -83,11 +85,13 @@ class IsolatedWorker:
     Args:
         env: environment variables set in the child before any call (e.g. ``CUDA_VISIBLE_DEVICES``).
         name: shown in error texts.
+        nice: added to the child's niceness (lower CPU priority) before any call.
     """
 
-    def __init__(self, env: dict[str, str] | None = None, name: str = "worker") -> None:
+    def __init__(self, env: dict[str, str] | None = None, name: str = "worker", nice: int = 0) -> None:
         self.env = dict(env or {})
         self.name = name
+        self.nice = nice
         self._proc: Any = None
         self._conn: Any = None
         self.restarts = 0
@@ -104,7 +108,7 @@ class IsolatedWorker:
             if self._proc is not None and self._proc.is_alive():
                 return
             parent, child = _CTX.Pipe()
-            self._proc = _CTX.Process(target=_serve, args=(child, self.env), daemon=True, name=self.name)
+            self._proc = _CTX.Process(target=_serve, args=(child, self.env, self.nice), daemon=True, name=self.name)
             self._proc.start()
             child.close()
             self._conn = parent

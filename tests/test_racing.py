@@ -18,7 +18,7 @@ from tilesearch.testing.toy import TOY_OP
 from tilesearch.trial_table import rows
 
 SETTINGS = MeasureSettings()
-FIRST, LOOK, CAP = 60, 20, 600  # rounds: an 8192^3 GEMM's 200 ms batch, 50 ms look, 2 s cap
+FIRST, LOOK, CAP = 60, 20, 600  # rounds: an 8192^3 GEMM's 200 ms batch, its first look (RACE_ROUNDS), 2 s cap
 
 
 class Stream:
@@ -61,8 +61,21 @@ def test_a_trial_near_or_above_the_incumbent_is_timed_as_without_racing(ratio):
     with_race, race = timed(raced, Incumbent(speedup=1.0))
     without = adaptive(plain.take, first=FIRST, cap=CAP, enough=lambda s: precise_enough(s, SETTINGS, baseline=True))
     assert with_race == without and not race.stopped and race.record() == {}
-    assert raced.batches[0] == LOOK and sum(raced.batches[:2]) == FIRST  # the look is the first batch's start
+    assert raced.batches[:3] == [LOOK, LOOK, LOOK]  # the looks double the rounds up to the first batch
     assert stats.ratio(with_race[1], with_race[0]).half_width <= 0.01
+
+
+def test_the_looks_double_so_a_short_kernel_is_timed_as_long_as_its_distance_needs():
+    """A 20 us kernel: 600 rounds in the first batch, a first look of 25 (5 ms). Far behind, it
+    stops at the first look; a little behind and noisy, at a later look, each one doubling the
+    rounds in, still before the first batch is through."""
+    far, near = Stream(ratio=0.5), Stream(ratio=0.93, noise=0.08, seed=5)
+    for stream in (far, near):
+        samples = adaptive(stream.take, first=600, cap=CAP, look=25, race=racer(Incumbent(speedup=1.0), SETTINGS, baseline=True),
+                           enough=lambda s: precise_enough(s, SETTINGS, baseline=True))
+        assert stream.batches == [25 * 2 ** max(0, i - 1) for i in range(len(stream.batches))]
+        assert len(samples[0]) == sum(stream.batches) < 600
+    assert far.batches == [25] and len(near.batches) > 1
 
 
 def test_the_race_also_stops_a_later_batch_but_never_before_precision_decides():

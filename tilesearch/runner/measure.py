@@ -13,21 +13,27 @@ flagged, and done once more where no baseline ran beside it (:func:`timed`).
 **Racing.** Most trials of a search are clearly slower than the best one found so far, and timing
 such a trial to +-1% spends GPU time on a figure whose only use is to say that it lost. So
 :func:`measure` takes the search's incumbent (:class:`~tilesearch.records.Incumbent`), looks at
-the trial after a short first batch (``race_ms``, at least :data:`RACE_ROUNDS` rounds) and after
-every batch after it, and stops once the upper bound of the trial's 95% ratio interval lies below
-``1 - race_margin`` times the incumbent's lower bound (:func:`racer`). The trial keeps its median
-and its wider interval and is marked ``raced`` in its record. A trial near or above the incumbent
-goes on through the same batches as without racing (the rest of the ``rep_ms`` batch, then
-doubling) and meets ``precision`` as before, as the trust issue asks. Racing changes how
-precisely a loser is timed, never which trials are kept: the final re-time takes the fastest
-medians of the search, raced or not, and never races (:func:`measure_together`).
+the trial after a short first look (``race_ms``, at least :data:`RACE_ROUNDS` rounds), again each
+time its rounds have doubled, and after every batch after the first, and stops once the upper
+bound of the trial's 95% ratio interval lies below ``1 - race_margin`` times the incumbent's lower
+bound (:func:`racer`). The trial keeps its median and its wider interval and is marked ``raced``
+in its record. A trial near or above the incumbent goes on to the same rounds as without racing
+(the ``rep_ms`` batch, then doubling) and meets ``precision`` as before, as the trust issue asks.
+Racing changes how precisely a loser is timed, never which trials are kept: the final re-time
+takes the fastest medians of the search, raced or not, and never races (:func:`measure_together`).
 
 Why these sizes: on the H100 (8192^3 float16, commit ``fcf9874``) the search's ratio intervals
 after the 200 ms first batch (66-69 rounds) had half-widths of 0.03-0.65%. A half-width shrinks
-as one over the square root of the rounds, so a look at a quarter of them (50 ms) is within about
-+-1.3%, well inside the 3% margin: a trial some 5% or more behind the incumbent is decided at the
-look, the others go on. :data:`RACE_ROUNDS` keeps a look meaningful where a round is long: each of
-the :data:`PLACEMENTS` copies runs five times, and the bootstrap bounds of a median of 20 rounds
+as one over the square root of the rounds, so a look at a third of them is within about +-1.2%,
+well inside the 3% margin: a trial some 5% or more behind the incumbent is decided at the look.
+Most trials are far behind: in the first full-space recording (1024^3 float16, H200, 20 us
+kernels) the median trial ran at half the incumbent's speed. With one look at 50 ms of GPU time
+(then several hundred rounds of a short kernel) and the next at the end of the first batch,
+such trials still took a median 1,391 rounds and 0.58 s each. The first look is now 5 ms of GPU
+time and the looks double from there, so a trial is timed about as long as its distance from the
+incumbent needs; the extra looks cost a bootstrap each, milliseconds on the host.
+:data:`RACE_ROUNDS` keeps a look meaningful where a round is long: each of the :data:`PLACEMENTS`
+copies runs five times, and the bootstrap bounds of a median of 20 rounds
 are interior order statistics, not the sample's extremes. The margin, three times the precision,
 also covers the up to 1% that a short kernel's ratio shifts from one worker process to the next
 (:mod:`tilesearch.runner.pool`), since the incumbent may have been timed in another one. ``rep_ms``
@@ -89,7 +95,7 @@ class MeasureSettings:
             entirely below the incumbent's by this share (:func:`racer`); 0 times every trial
             to ``precision``.
         race_ms: GPU time of a racing trial's first look (at least :data:`RACE_ROUNDS` rounds,
-            at most the ``rep_ms`` batch, whose rest follows if the trial does not stop).
+            at most the ``rep_ms`` batch); the next looks double its rounds up to that batch.
     """
 
     warmup_ms: float = 25.0
@@ -104,7 +110,7 @@ class MeasureSettings:
     final_processes: int = 2
     drift: float = 0.003
     race_margin: float = 0.03
-    race_ms: float = 50.0
+    race_ms: float = 5.0
 
 
 def device_info() -> dict[str, Any]:
@@ -265,9 +271,10 @@ def rounds(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
     After a first batch of about ``rep_ms``, batches of rounds are added until ``enough(samples)``
     holds (default: :func:`precise_enough` with the last of ``fns`` as the baseline if there are
     several), ``max_ms`` of GPU time or ``max_reps`` rounds are spent. With ``race`` (from
-    :func:`racer`) the first batch starts with a look of about ``race_ms``, and timing stops after
-    any batch where ``race(samples)`` holds. ``busy()`` is called after each batch is queued,
-    while the GPU runs it (to read its clock under load)."""
+    :func:`racer`) the first batch is taken in looks, the first of about ``race_ms``, each next one
+    doubling the rounds, and timing stops after any look or batch where ``race(samples)`` holds.
+    ``busy()`` is called after each batch is queued, while the GPU runs it (to read its clock
+    under load)."""
     import torch
 
     flush = None
@@ -308,8 +315,10 @@ def rounds(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
         events_list = [new_events() for _ in range(batch)]
         for chunk in range(0, batch, hold.chunk):
             hold.spin()
+            queued = time.perf_counter()
             for events in events_list[chunk:chunk + hold.chunk]:
                 timed_round(events)
+            hold.queued(len(events_list[chunk:chunk + hold.chunk]), time.perf_counter() - queued)
         if busy is not None:
             busy()
         torch.cuda.synchronize()
@@ -331,6 +340,11 @@ class _Hold:
     ``torch.matmul`` measured 24 us in one process and 40 us in the next. So before each chunk of
     rounds the stream is held by a spin kernel (``torch.cuda._sleep``) long enough for the host to
     queue the whole chunk; the GPU then runs the chunk back to back, as it would inside a model.
+
+    The host's pace is taken from the probe's three rounds, then from each chunk it queues: it
+    slows down when compile processes or the tuning process take its core, and a hold sized for
+    the probe's pace then runs out before the chunk is queued. The hold follows the slowest pace
+    seen, never a faster one, so after one slow chunk the rest of the rounds hold longer.
     """
 
     CHUNK_MS = 20.0  # host time to queue one chunk
@@ -339,9 +353,22 @@ class _Hold:
         import torch
 
         self.chunk = max(1, int(self.CHUNK_MS / max(host_round_ms, 1e-4)))
+        self.host_round_ms, self.gpu_round_ms = host_round_ms, gpu_round_ms
+        self.per_ms = _cycles_per_ms(torch)
+        self.cycles = self._cycles()
+
+    def _cycles(self) -> int:
         # the host must stay ahead through the chunk: hold for the time it queues faster than the GPU runs
-        lead_ms = max(2 * host_round_ms, self.chunk * (1.5 * host_round_ms - gpu_round_ms))
-        self.cycles = int(lead_ms * _cycles_per_ms(torch))
+        lead_ms = max(2 * self.host_round_ms, self.chunk * (1.5 * self.host_round_ms - self.gpu_round_ms))
+        return int(lead_ms * self.per_ms)
+
+    def queued(self, rounds: int, seconds: float) -> None:
+        """The host took ``seconds`` to queue ``rounds`` rounds: hold longer from now on if that
+        is slower than the pace the hold was sized for."""
+        pace = seconds * 1e3 / max(rounds, 1)
+        if pace > self.host_round_ms:
+            self.host_round_ms = pace
+            self.cycles = self._cycles()
 
     def spin(self) -> None:
         import torch
@@ -373,8 +400,9 @@ def adaptive(take: Callable[[int], list[list[float]]], *, first: int, cap: int,
     """Samples from ``take(rounds)`` (per function, per round): ``first`` rounds, then doubling
     the rounds taken until ``enough(samples)`` or ``cap`` rounds.
 
-    With ``race``, the first ``look`` rounds (if fewer than ``first``) are taken alone, and
-    ``race(samples)`` after any batch stops early. ``enough`` is asked only once ``first`` rounds
+    With ``race``, the first ``first`` rounds are taken in looks (if ``look`` is fewer): ``look``
+    rounds, then as many again as are in, up to ``first``; and ``race(samples)`` after any look or
+    batch stops early. ``enough`` is asked only once ``first`` rounds
     are in, and before ``race``, so a trial that does not race is taken in the same batches, and
     stops at the same point, as without ``race``; and ``race``'s last verdict (:attr:`Race.stopped`)
     says whether it is what stopped the timing."""
@@ -386,7 +414,7 @@ def adaptive(take: Callable[[int], list[list[float]]], *, first: int, cap: int,
         done = len(samples[0])
         if done >= cap or (done >= first and enough(samples)) or (race is not None and race(samples)):
             break
-        batch = min(first - done if done < first else done, cap - done)
+        batch = min(min(done, first - done) if done < first else done, cap - done)
     return samples
 
 

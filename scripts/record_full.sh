@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One GPU call's share of issue 19's full-space recordings (source scripts/gpu-host.sh first).
+# Resumes the storage committed for this card (experiments/results/datasets/full/
+# recordings_<gpu>_partial.sqlite.xz; a card with none starts one), records until DEADLINE
+# seconds, and leaves the storage, compressed, and the log in $OUT: copy
+# $OUT/recordings_<gpu>_partial.sqlite.xz back over the committed file after each call.
+#
+# With BEFORE=TREE (an older checkout, e.g. `git archive HEAD | tar -x -C .before`) it first runs
+# that tree for BEFORE_S seconds on a copy of the same storage, so both measure the same next
+# configurations, each with an empty compile cache of its own: the recording's rate before and
+# after a change, on one machine, minutes apart. That copy comes back as $OUT/before.sqlite.xz.
+#   BEFORE=.before BEFORE_S=100 bash scripts/record_full.sh 300
+set -u
+deadline=${1:?usage: [BEFORE=TREE BEFORE_S=S] bash scripts/record_full.sh DEADLINE_S}
+out=${OUT:?OUT must name the folder that comes back}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z' | grep -o 'h[0-9]00' | head -1)
+kept=experiments/results/datasets/full/recordings_${gpu:-gpu}_partial.sqlite.xz
+problems="m=1024 n=1024 k=1024; m=4096 n=14336 k=4096 layout=nt; einsum_sum: t=8192 k=8192 h=16 d=128 dtype=bfloat16"
+work=/tmp/rec
+mkdir -p "$work"
+if [ -f "$kept" ]; then xz -dc "$kept" > "$work/recordings.sqlite"; else rm -f "$work/recordings.sqlite"; fi
+echo "card ${gpu:-unknown}: $( [ -f "$kept" ] && echo "resuming $kept" || echo "a new storage")"
+
+record() {  # TREE STORAGE CACHE SECONDS LOG: one recording run, stopped by SIGINT 100 s after its deadline
+  (cd "$1" && PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}" TILELANG_CACHE_DIR="$3" \
+     timeout -s INT $(( $4 + 100 )) python3 experiments/record_dataset.py --space full --sample 1550 \
+     --neighbours 8 --deadline "$4" --quiet --storage "sqlite:///$2" --out "$work/out" --problems "$problems") \
+     > "$5" 2>&1
+  echo "rc=$? $(grep -c . "$5") log lines; $(tail -4 "$5" | tr -s ' ' | paste -sd'|')"
+}
+
+if [ -n "${BEFORE:-}" ]; then
+  cp "$work/recordings.sqlite" "$work/before.sqlite" 2>/dev/null || rm -f "$work/before.sqlite"
+  echo "before ($BEFORE, ${BEFORE_S:-100} s): $(record "$BEFORE" "$work/before.sqlite" /tmp/cache_before "${BEFORE_S:-100}" "$out/record_before.log")"
+  xz -T0 -c "$work/before.sqlite" > "$out/before.sqlite.xz"
+fi
+echo "after (., $deadline s): $(record . "$work/recordings.sqlite" /tmp/cache_after "$deadline" "$out/record.log")"
+xz -T0 -c "$work/recordings.sqlite" > "$out/$(basename "$kept")"
+ls -la "$out"

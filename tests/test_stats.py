@@ -176,18 +176,3 @@ def test_drift_widens_the_interval_in_quadrature_and_keeps_the_value():
     a, b = stats.with_drift(first, 0.003), stats.with_drift(second, 0.003)
     assert stats.overlap((a.low, a.high), (b.low, b.high)) and a.half_width < 0.01
 
-
-def test_the_hold_grows_when_the_host_queues_slower_than_its_probe_said(monkeypatch):
-    """A host slowed down by compile processes after the probe: the spin before each chunk of
-    rounds follows the slowest pace seen, so the GPU does not catch up and time the host."""
-    from tilesearch.runner import measure
-
-    monkeypatch.setattr(measure, "_CYCLES_PER_MS", [1000.0])
-    hold = measure._Hold(host_round_ms=0.1, gpu_round_ms=0.08)
-    assert hold.chunk == 200 and hold.cycles == pytest.approx(200 * (0.15 - 0.08) * 1000, abs=1)
-    hold.queued(200, 0.010)  # 0.05 ms a round: faster than sized for, nothing changes
-    assert hold.cycles == pytest.approx(14000, abs=1)
-    hold.queued(200, 0.080)  # 0.4 ms a round
-    assert hold.host_round_ms == pytest.approx(0.4) and hold.cycles == pytest.approx(200 * (0.6 - 0.08) * 1000, abs=1)
-    hold.queued(200, 0.040)  # faster again: the hold stays at the slowest pace
-    assert hold.host_round_ms == pytest.approx(0.4)

@@ -315,10 +315,8 @@ def rounds(fns: list[Any], settings: MeasureSettings, l2_bytes: int,
         events_list = [new_events() for _ in range(batch)]
         for chunk in range(0, batch, hold.chunk):
             hold.spin()
-            queued = time.perf_counter()
             for events in events_list[chunk:chunk + hold.chunk]:
                 timed_round(events)
-            hold.queued(len(events_list[chunk:chunk + hold.chunk]), time.perf_counter() - queued)
         if busy is not None:
             busy()
         torch.cuda.synchronize()
@@ -341,10 +339,12 @@ class _Hold:
     rounds the stream is held by a spin kernel (``torch.cuda._sleep``) long enough for the host to
     queue the whole chunk; the GPU then runs the chunk back to back, as it would inside a model.
 
-    The host's pace is taken from the probe's three rounds, then from each chunk it queues: it
-    slows down when compile processes or the tuning process take its core, and a hold sized for
-    the probe's pace then runs out before the chunk is queued. The hold follows the slowest pace
-    seen, never a faster one, so after one slow chunk the rest of the rounds hold longer.
+    The hold is sized once, from the probe's rounds. Sizing it again from the time the host took to
+    queue each chunk (to follow a host slowed by compile processes) ran away on the H100: one
+    trial's timing took 36 s. Most likely a chunk of more launches than CUDA's launch queue holds
+    blocked the host until the GPU had worked through the spin, that wait counted as the host's
+    pace, and the next spin grew. The compile pool's lower priority (tilesearch.builder.local)
+    keeps the host's pace instead.
     """
 
     CHUNK_MS = 20.0  # host time to queue one chunk
@@ -353,22 +353,9 @@ class _Hold:
         import torch
 
         self.chunk = max(1, int(self.CHUNK_MS / max(host_round_ms, 1e-4)))
-        self.host_round_ms, self.gpu_round_ms = host_round_ms, gpu_round_ms
-        self.per_ms = _cycles_per_ms(torch)
-        self.cycles = self._cycles()
-
-    def _cycles(self) -> int:
         # the host must stay ahead through the chunk: hold for the time it queues faster than the GPU runs
-        lead_ms = max(2 * self.host_round_ms, self.chunk * (1.5 * self.host_round_ms - self.gpu_round_ms))
-        return int(lead_ms * self.per_ms)
-
-    def queued(self, rounds: int, seconds: float) -> None:
-        """The host took ``seconds`` to queue ``rounds`` rounds: hold longer from now on if that
-        is slower than the pace the hold was sized for."""
-        pace = seconds * 1e3 / max(rounds, 1)
-        if pace > self.host_round_ms:
-            self.host_round_ms = pace
-            self.cycles = self._cycles()
+        lead_ms = max(2 * host_round_ms, self.chunk * (1.5 * host_round_ms - gpu_round_ms))
+        self.cycles = int(lead_ms * _cycles_per_ms(torch))
 
     def spin(self) -> None:
         import torch

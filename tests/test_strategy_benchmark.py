@@ -119,8 +119,10 @@ DATA = Path(__file__).resolve().parents[1] / "experiments" / "data"
 @pytest.fixture(scope="module")
 def committed():
     """The benchmark with its default settings (10 seeds, transfer from the nearest other shape)
-    on every dataset in experiments/data, computed once for the tests below."""
-    datasets = [d for d in dataset.load_dir(DATA) if d.meta.get("gpu") != "synthetic"]
+    on every sweep of the 7-knob sub-space in experiments/data (issue 3's datasets; the samples of
+    the full space have issue 19's targets, tests/test_field_benchmark.py), computed once for the
+    tests below."""
+    datasets = [d for d in dataset.load_dir(DATA) if d.meta.get("gpu") != "synthetic" and not sc.full_space(d)]
     assert len(datasets) >= 4, f"expected the committed replay datasets in {DATA}"
     return sb.benchmark(datasets, sb.parse_args(["--strategies", "random,tpe,xgb,xgb+transfer"]), log=lambda _: None)
 

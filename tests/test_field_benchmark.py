@@ -177,6 +177,9 @@ def test_full_space_targets_fail_when_a_median_misses(data_dir):
     assert sc.full_space_targets([(sampled, outcome(41))])["d"]["xgb within 40"][0] is False
     assert sc.full_space_targets([(sweep, outcome(31))])["d"] == {"xgb within 30": (False, "31 <= 30")}
     assert sc.full_space_targets([(data, outcome(1))]) == {}
+    # the report checks issue 19's targets on a whole space, issue 3's on a sub-space sweep
+    assert sc.checks([outcome(12)], [sampled])[2] == "- d: xgb within 40: True (12 <= 40)"
+    assert "xgb within 3% of size: True" in sc.checks([outcome(12)], [data])[2]
 
 
 def test_a_kernel_tuner_strategy_that_raises_is_reported_and_the_others_go_on(data_dir, tmp_path, monkeypatch):

@@ -25,7 +25,8 @@ def target_cells(row: dict[str, Any], target: str) -> list[str]:
             "-" if math.isinf(med) else f"{100 * row[target + '_share']:.1f}%"]
 
 
-def markdown(outcomes: Sequence[Outcome], synthetic: bool, args: argparse.Namespace) -> str:
+def markdown(outcomes: Sequence[Outcome], synthetic: bool, args: argparse.Namespace,
+             datasets: Sequence[Any] | None = None) -> str:
     lines = []
     if synthetic:
         lines += ["**SYNTHETIC datasets: made-up latencies for developing the benchmark, not measurements.**", ""]
@@ -56,7 +57,7 @@ def markdown(outcomes: Sequence[Outcome], synthetic: bool, args: argparse.Namesp
                 cells = target_cells(row, "t97") + target_cells(row, "t99")[:1]
                 lines.append(f"| {outcome.dataset} | {name} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += checks(outcomes)
+    lines += checks(outcomes, datasets)
     return "\n".join(lines) + "\n"
 
 

@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None, *, strategies: Sequence[str] = DEFAULT) 
     for outcome in outcomes:
         br.plot(outcome, out / f"convergence_{outcome.dataset}.png", False)
     text = summary(outcomes, args)
-    detail = br.markdown(outcomes, False, args)
+    detail = br.markdown(outcomes, False, args, datasets)
     budgets = [line for o in outcomes for line in [f"{o.dataset}:"] + used(o)]
     failed = [f"- {name} on {data}: raised {error}; that run and the later seeds' count as measuring nothing"
               for (data, name), error in runs.failed.items()]

@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None, *, strategies: Sequence[str] = STRATEGIE
     outcomes = benchmark(datasets, args, log=lambda text: print(text, file=sys.stderr))
     for outcome in outcomes:
         plot(outcome, out / f"convergence_{outcome.dataset}.png", args.synthetic)
-    text = markdown(outcomes, args.synthetic, args)
+    text = markdown(outcomes, args.synthetic, args, datasets)
     (out / "results.md").write_text(text)
 
     def runs_json(runs: list[Run], scores: list[float] | None, best: float) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from search_spaces.einsum_sum import WALKS_K, padded_d, smem_bytes
+from search_spaces.einsum_sum import WALKS_K, padded_d, pipelined_steps, smem_bytes
 from search_spaces.gemm_model import (
     DRAM_BALANCE,
     KERNEL_SECONDS,
@@ -39,12 +39,22 @@ from tilesearch.cost_model import log2_feature
 from tilesearch.target import Target
 
 
+def _out_bytes(problem: Mapping[str, Any]) -> int:
+    """Bytes of one element of S."""
+    return 4 if problem.get("out_dtype", "float32") == "float32" else 2
+
+
+def _sm_share(blocks: int, sms: int) -> float:
+    """The share of the SMs' block rounds that do work: the last round leaves some idle."""
+    return blocks / (sms * math.ceil(blocks / sms))
+
+
 def _traffic(problem: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, float]:
     """Blocks launched, bytes through DRAM (L2 reuse of K ignored: K is small) and FLOPs of one
     call of ``config``."""
     t, k, h, d = problem["t"], problem["k"], problem["h"], problem["d"]
     dp = padded_d(d)
-    out = 4 if problem.get("out_dtype", "float32") == "float32" else 2
+    out = _out_bytes(problem)
     algorithm = config["algorithm"]
     row_blocks = math.ceil(t / config["block_t"])
     k_tiles = math.ceil(k / config["block_k"])
@@ -77,8 +87,7 @@ def roofline(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
     got = _traffic(problem, config)
     peak = PEAK_TFLOPS.get(target.arch, 300.0) * 1e12
     bandwidth = peak / DRAM_BALANCE.get(target.arch, 200.0)
-    sms = target.num_sms
-    sm_share = got["blocks"] / (sms * math.ceil(got["blocks"] / sms))
+    sm_share = _sm_share(got["blocks"], target.num_sms)
     seconds = max(got["moved"] / bandwidth, got["flops"] / peak) / sm_share + (got["kernels"] - 1) * KERNEL_SECONDS
     return min(1.0, got["s_bytes"] / bandwidth / seconds)
 
@@ -90,18 +99,15 @@ def features(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
     slots = target.num_sms * per_sm
     waves = got["blocks"] / slots
     full = math.ceil(waves)
-    walks = config["algorithm"] in WALKS_K
-    out = 4 if problem.get("out_dtype", "float32") == "float32" else 2
-    tile_bytes = config["block_t"] * config["block_k"] * out
-    steps = math.ceil(math.ceil(problem["k"] / config["block_k"]) / min(config.get("k_split", 1),
-                      math.ceil(problem["k"] / config["block_k"]))) if walks else 1
+    tile_bytes = config["block_t"] * config["block_k"] * _out_bytes(problem)
+    steps = pipelined_steps(problem, config) if config["algorithm"] in WALKS_K else 1  # tiles of S each block writes
     prologue = problem["h"] * padded_d(problem["d"]) * 2 if config["algorithm"] == "fused" else 0  # bytes of Q per row
     in_flight = config.get("store_buffers", 2) if config.get("epilogue") == "async" else 1
     return {
         "log2_blocks": log2_feature(got["blocks"]),
         "waves": waves,
         "wave_efficiency": got["blocks"] / (full * slots),
-        "sm_efficiency": got["blocks"] / (target.num_sms * math.ceil(got["blocks"] / target.num_sms)),
+        "sm_efficiency": _sm_share(got["blocks"], target.num_sms),
         "blocks_per_sm": float(per_sm),
         "log2_moved_over_s": log2_feature(got["moved"] / got["s_bytes"]),
         "q_reads": float(got["q_reads"]),

@@ -25,20 +25,23 @@ mkdir -p "$work"
 if [ -f "$kept" ]; then xz -dc "$kept" > "$work/recordings.sqlite"; else rm -f "$work/recordings.sqlite"; fi
 echo "card ${gpu:-unknown}: $( [ -f "$kept" ] && echo "resuming $kept" || echo "a new storage")"
 
-record() {  # TREE STORAGE CACHE SECONDS LOG: the recording runs, stopped by SIGINT 100 s after their deadline
-  local began=$SECONDS
-  [ -n "${EINSUM_ONLY:-}" ] || (cd "$1" && PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}" TILELANG_CACHE_DIR="$3" \
-     timeout -s INT $(( $4 + 100 )) python3 experiments/record_dataset.py --space full --sample 1550 \
-     --neighbours 8 --deadline "$4" --quiet --storage "sqlite:///$2" --out "$work/out" --problems "$gemms") \
-     > "$5" 2>&1
+one() {  # TREE STORAGE CACHE SECONDS ARGS...: one record_dataset run, stopped by SIGINT 100 s after its deadline
+  (cd "$1" && PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}" TILELANG_CACHE_DIR="$3" \
+     timeout -s INT $(( $4 + 100 )) python3 experiments/record_dataset.py --space full --deadline "$4" --quiet \
+     --storage "sqlite:///$2" --out "$work/out" "${@:5}")
+}
+
+record() {  # TREE STORAGE CACHE SECONDS LOG: the GEMMs' samples, then einsum-sum's sweep in the time left
+  local began=$SECONDS rc=0
+  : > "$5"
+  if [ -z "${EINSUM_ONLY:-}" ]; then
+    one "$1" "$2" "$3" "$4" --sample 1550 --neighbours 8 --problems "$gemms" >> "$5" 2>&1 || rc=$?
+  fi
   local left=$(( $4 - (SECONDS - began) ))
   if [ "$left" -gt 30 ]; then
-    (cd "$1" && PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}" TILELANG_CACHE_DIR="$3" \
-       timeout -s INT $(( left + 100 )) python3 experiments/record_dataset.py --space full \
-       --deadline "$left" --quiet --storage "sqlite:///$2" --out "$work/out" --problems "$einsum") \
-       >> "$5" 2>&1
+    one "$1" "$2" "$3" "$left" --problems "$einsum" >> "$5" 2>&1 || rc=$?
   fi
-  echo "rc=$? $(grep -c . "$5") log lines; $(grep -E '^ *(gemm|einsum)_' "$5" | tr -s ' ' | paste -sd'|')"
+  echo "rc=$rc $(grep -c . "$5") log lines; $(grep -E '^ *(gemm|einsum)_' "$5" | tr -s ' ' | paste -sd'|')"
 }
 
 if [ -n "${BEFORE:-}" ]; then

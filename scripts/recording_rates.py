@@ -3,8 +3,9 @@
 Reads the measured trials of every study in an SQLite storage written by
 experiments/record_dataset.py (decompress a committed .sqlite.xz first), splits them into
 stretches wherever no trial completed for GAP_S seconds (a new GPU call, or a new problem whose
-first configurations are compiling), and prints per stretch: configurations measured, their rate between the first and last completion, the median seconds in the
-measuring worker, and the raced and fully timed trials' median timing seconds and rounds.
+first configurations are compiling), and prints per stretch: configurations measured, their rate
+between the first and last completion, the median seconds in the measuring worker, and the raced
+and fully timed trials' median timing seconds and rounds.
 """
 
 import datetime as dt

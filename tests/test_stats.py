@@ -175,4 +175,3 @@ def test_drift_widens_the_interval_in_quadrature_and_keeps_the_value():
     assert not stats.overlap((first.low, first.high), (second.low, second.high))
     a, b = stats.with_drift(first, 0.003), stats.with_drift(second, 0.003)
     assert stats.overlap((a.low, a.high), (b.low, b.high)) and a.half_width < 0.01
-

@@ -99,6 +99,11 @@ def knobs() -> list[Any]:
     ]
 
 
+def s_element_bytes(out_dtype: str) -> int:
+    """Bytes of one element of S: 4 in float32, 2 in the 16-bit input dtypes."""
+    return 4 if out_dtype == "float32" else 2
+
+
 def smem_bytes(config: Mapping[str, Any], d: int, out_dtype: str = "float32") -> int:
     """Shared memory of one block, as TileLang 0.1.15 plans it (buffers share space where their
     lifetimes do not overlap): the fused kernel's Q staging tiles, live only while it sums Q over
@@ -107,10 +112,10 @@ def smem_bytes(config: Mapping[str, Any], d: int, out_dtype: str = "float32") ->
     c = config
     if c["epilogue"] == "specialized":  # nothing laid over anything else (shared-memory reuse off)
         dp = padded_d(d)
-        out = 4 if out_dtype == "float32" else 2
-        return 2 * (2 * c["block_t"] * dp + c["num_stages"] * c["block_k"] * dp) + 2 * c["block_t"] * c["block_k"] * out
+        return (2 * (2 * c["block_t"] * dp + c["num_stages"] * c["block_k"] * dp)
+                + 2 * c["block_t"] * c["block_k"] * s_element_bytes(out_dtype))
     buffers = {"fragment": 0, "shared": 1, "async": c.get("store_buffers", 2)}[c["epilogue"]]
-    staged = buffers * c["block_t"] * c["block_k"] * (4 if out_dtype == "float32" else 2)
+    staged = buffers * c["block_t"] * c["block_k"] * s_element_bytes(out_dtype)
     if c["algorithm"] in WALKS_K:
         dp = padded_d(d)
         summing = 2 * max(c.get("q_stages", 2), 2) * c["block_t"] * dp if c["algorithm"] == "fused" else 0
@@ -180,7 +185,7 @@ def constraints(problem: Problem, target: Target) -> list[Any]:
         return tma_stores(c)
 
     def tma_stores(c: Mapping[str, Any]) -> str | None:
-        row_bytes = problem["k"] * (4 if problem["out_dtype"] == "float32" else 2)
+        row_bytes = problem["k"] * s_element_bytes(problem["out_dtype"])
         if row_bytes % 16:
             return f"epilogue: {c['epilogue']} stores by TMA, which needs S's rows ({row_bytes} B) 16-byte aligned"
         return None
@@ -333,8 +338,15 @@ class EinsumSumOp(Operator):
 
     def bytes(self, problem: Problem) -> float:
         t, k, h, d = problem["t"], problem["k"], problem["h"], problem["d"]
-        out = 4 if problem["out_dtype"] == "float32" else 2
+        out = s_element_bytes(problem["out_dtype"])
         return float(2 * (t * h * d + k * d) + out * t * k)
+
+    def features(self, problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> dict[str, float]:
+        """Traffic, waves, the walk against its prologue, stores in flight
+        (:mod:`search_spaces.einsum_sum_model`, which imports this module's helpers)."""
+        from search_spaces import einsum_sum_model
+
+        return einsum_sum_model.features(problem, config, target)
 
     def tolerance(self, problem: Problem, config: Config) -> Tolerance:
         """Each algorithm's own error, plus the rounding of S when ``out_dtype`` is 16-bit.

@@ -9,16 +9,13 @@ K and whether it writes a workspace (the algorithm), how its blocks fill the SMs
 per SM from shared memory and threads), how long each block's walk over K is against its
 prologue (the sum over h), and how many tile stores each block keeps in flight.
 
-**Not used by the operator yet.** Wiring it in edits the operator's module, which changes its
-identity (:mod:`tilesearch.provenance`), and the H100 sweep of t=k=8192 (2,688 of 2,922
-configurations in ``experiments/results/datasets/full/recordings_h100_partial.sqlite.xz``) must be
-completed under the identity it was recorded with first. Tried by patching the hook
-(``scripts/einsum_features_eval.py``, 10 seeds on that partial sweep, 2026-11-26): ``xgb`` reached
-97% of the best row in a median of 16.5 trials with these features [13.5-44], against 24
-[12.25-37.5] with the knob values alone and 23 for TPE. With :func:`roofline` also as the cost
-model's prior (the ``estimate`` hook) it needed 39.5: the prior ranks the algorithms about right
-(Spearman 0.56 against the measured throughput) but not the best configurations of one, so it is
-a feature here, not the prior.
+On the H100 sweep of every valid configuration at t=k=8192 (``experiments/data``, 2,922
+configurations), tried before the operator used them (a script, since removed, that patched this hook; 10
+seeds on the first 2,688): ``xgb`` reached 97% of the best row in a median of 16.5 trials with
+these features, against 24 with the knob values alone and 23 for TPE. With :func:`roofline` also
+as the cost model's prior (the ``estimate`` hook) it needed 39.5: the prior ranks the algorithms
+about right (Spearman 0.56 against the measured throughput) but not the best configurations of
+one, so it is a feature here, not the prior.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from search_spaces.einsum_sum import WALKS_K, padded_d, pipelined_steps, smem_bytes
+from search_spaces.einsum_sum import WALKS_K, padded_d, pipelined_steps, s_element_bytes, smem_bytes
 from search_spaces.gemm_model import (
     DRAM_BALANCE,
     KERNEL_SECONDS,
@@ -37,11 +34,6 @@ from search_spaces.gemm_model import (
 )
 from tilesearch.cost_model import log2_feature
 from tilesearch.target import Target
-
-
-def _out_bytes(problem: Mapping[str, Any]) -> int:
-    """Bytes of one element of S."""
-    return 4 if problem.get("out_dtype", "float32") == "float32" else 2
 
 
 def _sm_share(blocks: int, sms: int) -> float:
@@ -54,7 +46,7 @@ def _traffic(problem: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str,
     call of ``config``."""
     t, k, h, d = problem["t"], problem["k"], problem["h"], problem["d"]
     dp = padded_d(d)
-    out = _out_bytes(problem)
+    out = s_element_bytes(problem.get("out_dtype", "float32"))
     algorithm = config["algorithm"]
     row_blocks = math.ceil(t / config["block_t"])
     k_tiles = math.ceil(k / config["block_k"])
@@ -99,7 +91,7 @@ def features(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
     slots = target.num_sms * per_sm
     waves = got["blocks"] / slots
     full = math.ceil(waves)
-    tile_bytes = config["block_t"] * config["block_k"] * _out_bytes(problem)
+    tile_bytes = config["block_t"] * config["block_k"] * s_element_bytes(problem.get("out_dtype", "float32"))
     steps = pipelined_steps(problem, config) if config["algorithm"] in WALKS_K else 1  # tiles of S each block writes
     prologue = problem["h"] * padded_d(problem["d"]) * 2 if config["algorithm"] == "fused" else 0  # bytes of Q per row
     in_flight = config.get("store_buffers", 2) if config.get("epilogue") == "async" else 1

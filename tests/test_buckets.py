@@ -110,6 +110,23 @@ def test_next_sizes_refine_where_the_winner_changes_or_the_gap_is_wide():
     assert next_sizes([Bucket(1, 5, SMALL, (4,)), Bucket(6, 9, LARGE, (5,))], [4, 5], 3) == []  # adjacent
 
 
+def test_next_sizes_go_first_where_the_other_ends_configuration_loses_most():
+    """The H100 range of 2026-11-26 in miniature: below 128 rows every configuration runs alike
+    (a flat low end), above it the small tile falls far behind. The gaps are equally wide, so
+    width alone would refine the low end first (as it did); the measured losses say 128..1448."""
+    t = table({1: {S: 1.00, L: 1.05}, 11: {S: 1.00, L: 1.05}, 128: {S: 1.00, L: 1.05},
+               1448: {S: 14.0, L: 9.0}, 16384: {S: 160.0, L: 100.0}})
+    buckets = cover(t, 1, 16384, 0.03)
+    assert [b.tuned for b in buckets] == [(1, 11, 128), (1448, 16384)]
+    sizes = [1, 11, 128, 1448, 16384]
+    assert next_sizes(buckets, sizes, 1) == [37]  # by width: 11..128 (ratio 11.6 > 11.3 > 11), as the run did
+    assert next_sizes(buckets, sizes, 1, t) == [430]  # S loses 56% at 1448, L 5% at 128
+    assert next_sizes(buckets, sizes, 2, t) == [430, 37]  # then the width inside the buckets
+    # a winner not measured at the other end is the largest unknown: refined first
+    unknown = table({1: {S: 1.0, L: 1.05}, 128: {S: 1.0}, 16384: {S: 160.0, L: 100.0}})
+    assert next_sizes(cover(unknown, 1, 16384, 0.03), [1, 128, 16384], 1, unknown) == [1448]
+
+
 def test_held_out_sizes_are_spread_untuned_and_partly_odd():
     tuned = [1, 128, 1448, 16384]
     sizes = held_out(1, 16384, tuned, 8)

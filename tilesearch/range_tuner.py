@@ -38,7 +38,7 @@ from tilesearch.runner import Runner
 from tilesearch.space import Space
 from tilesearch.strategy import create
 from tilesearch.strategy.hints import Hinted
-from tilesearch.tuner import TuneResult, TuneSettings, make_builder, make_runner, tune
+from tilesearch.tuner import TuneResult, TuneSettings, close_stages, make_builder, make_runner, tune
 
 RunnerFactory = Callable[[Problem], Runner]
 log = logging.getLogger("tilesearch.range")
@@ -186,7 +186,7 @@ def tune_range(
             found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance,
                                     _modelled(operator, size_range, rest, table, target))
             room = ranges.sizes - len(tuned)
-            sizes = bucketing.next_sizes(found, list(tuned), room) if room > 0 else []
+            sizes = bucketing.next_sizes(found, list(tuned), room, table) if room > 0 else []
             if not sizes:
                 break
     first = next(iter(tuned.values()))
@@ -367,8 +367,7 @@ class _Stages:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for stage in self.made:
-            stage.close()
+        close_stages(self.made)
 
 
 def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> TuneResult:

@@ -5,7 +5,8 @@
 # working tree ".", or an older commit unpacked with `git archive COMMIT | tar -x -C .before`),
 # run from inside it, its own package first on the path (a tree it would not import is skipped).
 # The first run meets an empty compile cache on a fresh machine; later ones find most
-# configurations compiled. Writes $OUT/tune_main_LABEL_I.txt
+# configurations compiled. Writes $OUT/tune_main_LABEL_I.txt (its storage stays in /tmp: at most 8
+# files come back from the GPU host)
 # and prints one line per run.
 #   bash scripts/time_main_command.sh after=. before=.before after=. before=.before
 set -u
@@ -25,7 +26,7 @@ for spec in "$@"; do
   esac
   start=$(date +%s.%N)
   (cd "$tree" && PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" python3 -m tilesearch.cli tune op=gemm m=8192 n=8192 k=8192 \
-    dtype=float16 strategy=tpe trials=48 verbose=true progress=false "storage=sqlite:///$out/main_${label}_$i.db") \
+    dtype=float16 strategy=tpe trials=48 verbose=true progress=false "storage=sqlite:////tmp/main_${label}_$i.db") \
     > "$log" 2>&1
   rc=$?
   wall=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")

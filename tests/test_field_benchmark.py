@@ -125,26 +125,30 @@ def test_reversed_export_lists_values_in_reverse_and_keeps_the_rows(data_dir, tm
 DATA = Path(__file__).resolve().parents[1] / "experiments" / "data"
 
 
-@pytest.fixture(scope="module")
-def field():
-    """xgb, Optuna's CMA-ES and every Kernel Tuner strategy (differential evolution also on the
-    values listed in reverse), 10 seeds, on experiments/data."""
-    datasets = [d for d in dataset.load_dir(DATA) if d.meta.get("gpu") != "synthetic"]
-    assert len(datasets) >= 4, f"expected the committed replay datasets in {DATA}"
-    names = ["xgb", "cmaes"] + [kts.PREFIX + n for n in kts.STRATEGIES] + ["kt:diff_evo/reversed"]
-    args = fb.build_parser().parse_args(["--strategies", ",".join(names)])
-    args.strategies = names
+FIELD = ["xgb", "cmaes"] + [kts.PREFIX + n for n in kts.STRATEGIES] + ["kt:diff_evo/reversed"]
+# einsum-sum's sweep: 30 seeds, since 1.4% of its rows are within 3% of the best and seeds 0-9 alone
+# give Kernel Tuner's uniform random sampling a median of 11 trials where 200 seeds give 56
+# (RESULTS.md, "The einsum-sum sweep, complete"); a budget of 10% of the sweep keeps CMA-ES's 30 runs
+# to minutes. The GEMM datasets keep 10 seeds and the default 30% budget.
+SPARSE_TARGET = ["--seeds", "30", "--max-share", "0.1"]
+
+
+def _field(datasets, argv):
+    args = fb.build_parser().parse_args(["--strategies", ",".join(FIELD), *argv])
+    args.strategies = FIELD
     with tempfile.TemporaryDirectory() as tmp:
         return sb.benchmark(datasets, args, log=lambda _: None, run=fb.Runs(Path(tmp)))
 
 
-def test_xgb_needs_the_fewest_trials_to_97_and_has_the_highest_score_on_every_committed_dataset(field):
-    """Issue 19 against the field: median trials to 97% over 10 seeds no higher than any other
-    strategy's (Kernel Tuner's, Optuna's CMA-ES), and the highest mean Willemsen score."""
-    verdicts = fb.verdicts(field)
-    missed = [f"{name}: fewest {v['fewest_t97']} ({v['t97']:g}), best score {v['best_score']} ({v['score']:.3f})"
-              for name, v in verdicts.items() if not (v["xgb_fewest"] and v["xgb_best_score"])]
-    assert len(verdicts) >= 4 and not missed, "\n".join(missed)
+@pytest.fixture(scope="module")
+def field():
+    """xgb, Optuna's CMA-ES and every Kernel Tuner strategy (differential evolution also on the
+    values listed in reverse) on experiments/data: 10 seeds on the GEMM datasets, 30 on the others."""
+    datasets = [d for d in dataset.load_dir(DATA) if d.meta.get("gpu") != "synthetic"]
+    assert len(datasets) >= 4, f"expected the committed replay datasets in {DATA}"
+    gemm = [d for d in datasets if d.op == "gemm"]
+    others = [d for d in datasets if d.op != "gemm"]
+    return _field(gemm, []) + (_field(others, SPARSE_TARGET) if others else [])
 
 
 FULL = [d for d in dataset.load_dir(DATA) if d.meta.get("gpu") != "synthetic" and sc.full_space(d)]

@@ -90,7 +90,7 @@ def test_the_edge_lies_where_the_two_configurations_latencies_cross():
     assert [(b.lo, b.hi) for b in cover(t, 1, 4096, 0.03)] == [(1, 316), (317, 4096)]
 
 
-def test_the_edge_follows_the_models_tile_steps_and_falls_back_without_figures():
+def test_the_edge_follows_the_models_tile_steps_from_one_figure_and_falls_back_without_any():
     # modelled time steps with M's tiles: 128-row tiles at 128 and 1024 are 1 and 8 tiles, 256-row
     # ones 1 and 4; at 129 the small tile's second row of tiles costs as much as a whole step
     t = table({128: {S: 1.0, L: 1.5}, 1024: {S: 8.0, L: 6.0}})
@@ -98,8 +98,13 @@ def test_the_edge_follows_the_models_tile_steps_and_falls_back_without_figures()
     steps = lambda key, size: math.ceil(size / rows[key])  # noqa: E731
     assert crossing(t, 128, 1024, config_key(SMALL), config_key(LARGE), steps) == 128
     assert edge(128, 1024) == 362
-    missing = table({128: {S: 1.0}, 1024: {S: 8.0, L: 6.0}})
-    assert crossing(missing, 128, 1024, config_key(SMALL), config_key(LARGE), steps) == 362
+    # L not measured at 128 (pruned there): drawn from its 6.0 ms at 1024 along the model, 1.5 ms a
+    # 256-row step, so it still takes over at 129
+    one = table({128: {S: 1.0}, 1024: {S: 8.0, L: 6.0}})
+    assert crossing(one, 128, 1024, config_key(SMALL), config_key(LARGE), steps) == 128
+    assert crossing(one, 128, 1024, config_key(SMALL), config_key(LARGE), None) == 362  # no model
+    none = table({128: {S: 1.0}, 1024: {S: 8.0}})
+    assert crossing(none, 128, 1024, config_key(SMALL), config_key(LARGE), steps) == 362
 
 
 def test_next_sizes_refine_where_the_winner_changes_or_the_gap_is_wide():

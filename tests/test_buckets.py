@@ -14,6 +14,7 @@ from tilesearch.buckets import (
     edge,
     held_out,
     next_sizes,
+    probe_sizes,
 )
 
 SMALL, LARGE, MIDDLE = {"block_m": 64, "split_k": 4}, {"block_m": 128, "split_k": 1}, {"block_m": 128, "split_k": 2}
@@ -130,6 +131,29 @@ def test_next_sizes_go_first_where_the_other_ends_configuration_loses_most():
     # a winner not measured at the other end is the largest unknown: refined first
     unknown = table({1: {S: 1.0, L: 1.05}, 128: {S: 1.0}, 16384: {S: 160.0, L: 100.0}})
     assert next_sizes(cover(unknown, 1, 16384, 0.03), [1, 128, 16384], 1, unknown) == [1448]
+
+
+def test_a_winner_pruned_at_the_other_end_is_judged_by_the_model_from_its_own_figure():
+    """On the H100 the winner at 1 row (a configuration pruned at 128) had no figure at 128, so
+    gap 1..128 counted as unknown and was refined before 128..1448, where S lost 56%."""
+    t = table({1: {M: 1.0, S: 1.01}, 128: {S: 1.0, L: 1.05}, 1448: {S: 14.0, L: 9.0}})
+    buckets = [Bucket(1, 11, MIDDLE, (1,)), Bucket(12, 400, SMALL, (128,)), Bucket(401, 1448, LARGE, (1448,))]
+    assert next_sizes(buckets, [1, 128, 1448], 1, t) == [11]  # unknown: first
+    flat = lambda key, size: 1.0  # noqa: E731 - a model where M's time does not change below 128 rows
+    assert next_sizes(buckets, [1, 128, 1448], 1, t, flat) == [430]  # M drawn at 1.0 ms at 128: no loss
+    costly = lambda key, size: size if key == config_key(MIDDLE) else 1.0  # noqa: E731
+    assert next_sizes(buckets, [1, 128, 1448], 1, t, costly) == [11]  # M drawn 128x slower at 128
+
+
+def test_probes_go_between_tuned_sizes_whose_winners_differ():
+    t = table({1: {S: 1.00, L: 1.01}, 11: {S: 1.00, L: 1.01}, 128: {S: 1.00, L: 1.05},
+               1448: {S: 14.0, L: 9.0}, 16384: {S: 160.0, L: 100.0}})
+    buckets = cover(t, 1, 16384, 0.03)
+    sizes = [1, 11, 128, 1448, 16384]
+    # S serves 1..128, L the rest: 128 | 1448 is where S loses 56% (L 5%); inside a bucket, nothing
+    assert probe_sizes(buckets, sizes, 2, t, 0.03) == [287, 645]
+    assert probe_sizes(buckets, sizes, 1, t, 0.03) == [431]
+    assert probe_sizes(buckets, sizes, 2, t, 0.6) == []
 
 
 def test_held_out_sizes_are_spread_untuned_and_partly_odd():

@@ -9,6 +9,7 @@ import torch
 from tilesearch import range_tuner
 from tilesearch.buckets import config_key
 from tilesearch.cli import main
+from tilesearch.database import HELDOUT_ATTR
 from tilesearch.deploy import BadTensorError, load
 from tilesearch.deploy.dispatch import Dispatch, export_range, read
 from tilesearch.deploy.kernel import Kernel
@@ -43,12 +44,29 @@ def tuned(tmp_path_factory):
 def test_sizes_include_the_ends_and_buckets_cover_the_range(tuned):
     _, _, result, _ = tuned
     sizes = list(result.studies)
-    assert sizes[0] == 1 and sizes[-1] == 4096 and 64 in sizes and len(sizes) <= 4
+    searched = [s for s in sizes if s not in result.probes]
+    assert searched[0] == 1 and searched[-1] == 4096 and 64 in searched and len(searched) <= 4
+    # up to two probes between two neighbouring searched sizes whose winners differ, none elsewhere
+    gaps = [sum(a < p < b for p in result.probes) for a, b in zip(searched, searched[1:])]
+    assert result.probes and max(gaps) <= 2 and sum(gaps) == len(result.probes)
     assert result.buckets[0].lo == 1 and result.buckets[-1].hi == 4096
     for before, after in zip(result.buckets, result.buckets[1:]):
         assert after.lo == before.hi + 1
     assert sorted(s for b in result.buckets for s in b.tuned) == sizes
     assert result.key == "m=1..4096,n=1024,k=2048,dtype=float16,layout=nt" and result.replayed
+
+
+def test_probes_time_the_searched_sizes_winners_and_search_nothing(tuned):
+    from types import SimpleNamespace
+
+    from tilesearch.database import TuningDatabase
+
+    _, settings, result, _ = tuned
+    searched = {s: SimpleNamespace(study=n) for s, n in result.studies.items() if s not in result.probes}
+    winners = set(range_tuner._winners(searched, settings))
+    for size in result.probes:
+        db = TuningDatabase(settings.storage, result.studies[size])
+        assert {config_key(r.config) for r in db.records()} <= winners and db.final() is None  # no re-time
 
 
 def test_each_bucket_config_is_within_tolerance_at_its_tuned_sizes(tuned):
@@ -71,6 +89,44 @@ def test_held_out_regrets_are_the_studies_figures(tuned):
         assert r.regret >= 0 and r.best_ms <= r.dispatched_ms
     s = summary(certified.heldout)
     assert s["measured"] == 4 and 0 <= s["median_regret"] <= s["max_regret"]
+
+
+def heldout_marks(storage):
+    import optuna
+
+    return {s.user_attrs["problem"]: s.user_attrs[HELDOUT_ATTR]
+            for s in optuna.study.get_all_study_summaries(storage, include_best_trial=False)
+            if HELDOUT_ATTR in s.user_attrs}
+
+
+def test_held_out_studies_are_marked_so_no_search_learns_from_them(tuned):
+    _, settings, result, certified = tuned
+    marks = heldout_marks(settings.storage)
+    assert sorted(int(p.split(",")[0][2:]) for p in marks) == sorted(r.size for r in certified.heldout)
+    assert set(marks.values()) == {certified.key}
+    assert not set(result.studies) & {r.size for r in certified.heldout}
+
+
+def test_a_range_tuned_again_marks_its_earlier_held_out_sizes(tuned, tmp_path):
+    import sqlite3
+
+    import optuna
+
+    root, settings, result, certified = tuned
+    with sqlite3.connect(root / "db.sqlite") as source, sqlite3.connect(tmp_path / "db.sqlite") as copy:
+        source.backup(copy)  # the write-ahead log's pages too
+    storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
+
+    bare = optuna.storages.RDBStorage(storage)
+    for s in optuna.study.get_all_study_summaries(bare, include_best_trial=False):  # as certified before the mark
+        if HELDOUT_ATTR in s.user_attrs:
+            bare.set_study_user_attr(bare.get_study_id_from_name(s.study_name), HELDOUT_ATTR, "")
+    assert not any(heldout_marks(storage).values())
+    again = tune_range("gemm", {"m": "1..4096", "n": N, "k": K, "layout": "nt"},
+                       settings=TuneSettings(strategy="random", trials=5, progress=False, storage=storage),
+                       ranges=RangeSettings(sizes=4), runner=runner)
+    assert again.studies == result.studies  # served from the storage
+    assert set(heldout_marks(storage).values()) == {certified.key}
 
 
 def test_the_range_is_kept_in_the_storage_and_shown(tuned, capsys):

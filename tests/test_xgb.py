@@ -6,7 +6,7 @@ from search_spaces.gemm_model import features as gemm_features
 from search_spaces.gemm_model import warp_grid
 from tilesearch import registry, tune
 from tilesearch.cost_model import Featurizer, TrainingGroup, XGBRanker, relevance
-from tilesearch.database import TuningDatabase
+from tilesearch.database import TuningDatabase, hold_out
 from tilesearch.runner import ReplayRunner
 from tilesearch.strategy import SearchContext, UnknownStrategyError, XGBStrategy, create
 from tilesearch.target import Target
@@ -166,6 +166,16 @@ def test_auto_transfer_from_other_studies_in_storage(sets, tmp_path):
     tune("gemm", b.problem, strategy=strategy, runner=ReplayRunner(b), storage=storage, trials=3, progress=False)
     assert len(strategy.sources) == 1 and strategy.sources[0].source.startswith("study:replay:gemm[m=4096")
     assert len(strategy.sources[0].y) == 10
+
+
+def test_auto_transfer_skips_studies_held_out_to_certify_a_range(sets, tmp_path):
+    a, b = sets
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    tune("gemm", a.problem, strategy="random", runner=ReplayRunner(a), storage=storage, trials=10, progress=False)
+    hold_out(storage, "gemm", [registry.load("gemm").problem(**a.problem).key], "m=1..4096,n=4096,k=4096")
+    strategy = XGBStrategy(1)
+    tune("gemm", b.problem, strategy=strategy, runner=ReplayRunner(b), storage=storage, trials=3, progress=False)
+    assert strategy.sources == []
 
 
 def test_transfer_option_is_for_xgb_only():

@@ -166,12 +166,17 @@ def bucket_of(buckets: Sequence[Bucket], size: int) -> int:
     raise ValueError(f"size {size} is outside the buckets {buckets[0].lo}..{buckets[-1].hi}")
 
 
-def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: Table | None = None) -> list[int]:
+def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: Table | None = None,
+               shape: Shape | None = None) -> list[int]:
     """Up to ``n`` sizes to tune next: the geometric midpoints of neighbouring tuned sizes that
     fall in different buckets (where the edge lies is a guess) or lie more than
     :data:`MAX_GAP_RATIO` apart. The gaps where serving one end's size with the other end's
-    configuration loses most in ``table`` come first (one not measured there first of all),
-    then the widest. By width alone, a range of M from 1 spent its sizes on the flat low end,
+    configuration loses most in ``table`` come first, then the widest. A configuration the op's
+    space prunes at the other end (a swapped tile once M is large) has no figure there: its loss
+    is drawn from its figure at its own end along ``shape``, as :func:`crossing` draws it, and
+    counts as unknown, first of all, only without one. Counted as unknown, such gaps tied and
+    went by width: after 1, 128 and 1448 the H100 range of 4096x4096 would have spent its next
+    two sizes on 11 and 37, where every configuration runs alike, before 430. By width alone, a range of M from 1 spent its sizes on the flat low end,
     where every configuration of a GEMM ran within 2% (1, 11, 37 and 128 tuned), and left 128 to
     1448 untuned, where the held-out sizes lost 17-38% to per-size tuning (H100, 2026-11-26)."""
     sizes = sorted(sizes)
@@ -182,19 +187,46 @@ def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: T
             continue
         left, right = buckets[bucket_of(buckets, a)], buckets[bucket_of(buckets, b)]
         if left is not right or ratio > MAX_GAP_RATIO:
-            candidates.append((_crossed_loss(table, a, b, left, right), ratio, math.isqrt(a * b)))
+            candidates.append((_crossed_loss(table, a, b, left, right, shape), ratio, math.isqrt(a * b)))
     candidates.sort(reverse=True)
     return [mid for _, _, mid in candidates[:n] if mid not in sizes]
 
 
-def _crossed_loss(table: Table | None, a: int, b: int, left: Bucket, right: Bucket) -> float:
-    """The larger loss of ``left``'s configuration at ``b`` and ``right``'s at ``a`` (``inf``
-    where one was not measured; 0 without a table)."""
+def probe_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], per_gap: int, table: Table, tolerance: float,
+                shape: Shape | None = None) -> list[int]:
+    """``per_gap`` sizes, evenly in log size, between each two neighbouring tuned sizes where
+    serving one end with the other end's configuration loses more than ``tolerance``
+    (:func:`_crossed_loss`): where the winner changes and an edge must be placed. Where it does
+    not (the flat low end of a GEMM's M, every configuration within 2%), a probe would tell
+    nothing."""
+    sizes = sorted(sizes)
+    out: set[int] = set()
+    for a, b in zip(sizes, sizes[1:]):
+        left, right = buckets[bucket_of(buckets, a)], buckets[bucket_of(buckets, b)]
+        if _crossed_loss(table, a, b, left, right, shape) <= tolerance:
+            continue
+        for i in range(1, per_gap + 1):
+            size = round(a * (b / a) ** (i / (per_gap + 1)))
+            if a < size < b:
+                out.add(size)
+    return sorted(out)
+
+
+def _crossed_loss(table: Table | None, a: int, b: int, left: Bucket, right: Bucket,
+                  shape: Shape | None = None) -> float:
+    """The larger loss of ``left``'s configuration at ``b`` and ``right``'s at ``a``: measured,
+    else drawn along ``shape`` from its figure at its own end, else ``inf``; 0 without a table."""
     if table is None:
         return 0.0
-    losses = [table.loss(size, config_key(bucket.config)) if size in table.latency else None
-              for size, bucket in ((b, left), (a, right))]
-    return max(math.inf if loss is None else loss for loss in losses)
+    losses = []
+    for size, own, bucket in ((b, a, left), (a, b, right)):
+        key = config_key(bucket.config)
+        loss = table.loss(size, key) if size in table.latency else None
+        known = table.latency.get(own, {}).get(key)
+        if loss is None and shape is not None and known is not None and size in table.latency:
+            loss = known * shape(key, size) / shape(key, own) / table.best(size)[1] - 1
+        losses.append(math.inf if loss is None else loss)
+    return max(losses)
 
 
 def held_out(lo: int, hi: int, tuned: Sequence[int], n: int = 8) -> list[int]:

@@ -54,6 +54,10 @@ from tilesearch.target import Target
 
 DEFAULT_STORAGE = "sqlite:///tilesearch.db"
 FINAL_ATTR = "final"  # study attribute: the last final re-time and the trial count it covered
+# study attribute: the range (its key) that this study's size certifies. Such a study is held out:
+# no search transfers from it (strategy.xgb), or a range tuned again after its certification
+# would learn the sizes that judge it
+HELDOUT_ATTR = "heldout_of"
 ABANDONED_S = 600.0  # trials opened by older versions got their PID right after opening
 RESERVED = "#"  # study names with it belong to tilesearch (the claims side study, see tilesearch.claim)
 MAX_STUDY_NAME = 505  # Optuna's RDB column holds 512 characters, less the claims suffix
@@ -511,6 +515,20 @@ def find_studies(
             continue
         names.append(summary.study_name)
     return names
+
+
+def hold_out(storage: str | None, op: str, problems: Iterable[str], range_key: str) -> None:
+    """Marks the studies of ``op`` for the problem keys ``problems`` as held out for the range
+    ``range_key`` (:data:`HELDOUT_ATTR`)."""
+    wanted = set(problems)
+    if not wanted:
+        return
+    storage_ = open_storage(storage)
+    for summary in optuna.study.get_all_study_summaries(storage_, include_best_trial=False):
+        attrs = summary.user_attrs
+        if (attrs.get("op") == op and attrs.get("problem") in wanted and RESERVED not in summary.study_name
+                and attrs.get(HELDOUT_ATTR) != range_key):
+            storage_.set_study_user_attr(storage_.get_study_id_from_name(summary.study_name), HELDOUT_ATTR, range_key)
 
 
 def studies_of(

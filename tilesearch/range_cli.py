@@ -77,11 +77,13 @@ def report(result: Any) -> str:
 
     replay = " [replayed]" if result.replayed else ""
     lines = [f"range: {result.op} {result.key} on {result.gpu} ({result.arch}){replay}",
-             f"tuned sizes: {', '.join(str(s) for s in result.studies)}",
-             f"buckets (a configuration within {100 * result.tolerance:.0f}% of the best at every tuned size in it):"]
+             f"tuned sizes: {', '.join(str(s) for s in result.studies if s not in result.probes)}",
+             *([f"probed sizes (the tuned sizes' winners timed, nothing searched): "
+                f"{', '.join(map(str, result.probes))}"] if result.probes else []),
+             f"buckets (a configuration within {100 * result.tolerance:.0f}% of the best at every measured size in it):"]
     for b in result.buckets:
         knobs = ", ".join(f"{k}={v}" for k, v in b.config.items())
-        lines.append(f"  {result.name}={b.lo}..{b.hi}: tuned at {', '.join(map(str, b.tuned))}, "
+        lines.append(f"  {result.name}={b.lo}..{b.hi}: measured at {', '.join(map(str, b.tuned))}, "
                      f"worst loss {100 * b.worst_loss:.1f}%: {knobs}")
     if result.heldout:
         lines.append("held-out sizes (not tuned), dispatched kernel against tuning exactly that size:")

@@ -29,7 +29,7 @@ from tilesearch import buckets as bucketing
 from tilesearch import registry, served
 from tilesearch.buckets import Bucket, Table, config_key
 from tilesearch.builder import Builder
-from tilesearch.database import TuningDatabase, open_storage
+from tilesearch.database import TuningDatabase, hold_out, open_storage
 from tilesearch.deploy.artifact import capability
 from tilesearch.op import Operator, Problem
 from tilesearch.ranges import SizeRange, parse, problem_at, range_key
@@ -58,11 +58,15 @@ class RangeSettings:
         sizes: the most sizes to tune (each with ``trials`` configurations).
         tolerance: a bucket's configuration may be this much slower than a tuned size's best.
         heldout: sizes to certify after tuning (not among the tuned ones); 0: none.
+        probes: sizes measured between each two neighbouring tuned sizes whose winners differ
+            by more than ``tolerance``, once the tuning is done: every tuned size's winners are
+            timed there, nothing is searched (:func:`_probe`); 0: none.
     """
 
     sizes: int = 7
     tolerance: float = 0.03
     heldout: int = 8
+    probes: int = 2
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -121,6 +125,7 @@ class RangeResult:
     studies: dict[int, str]
     buckets: tuple[Bucket, ...]
     heldout: tuple[Regret, ...] = ()
+    probes: tuple[int, ...] = ()  # the sizes of ``studies`` that were probed, not searched (RangeSettings.probes)
     replayed: bool = False
     trials: int = 0
     storage: str | None = field(default=None, compare=False)
@@ -148,6 +153,7 @@ class RangeResult:
         values["studies"] = {int(k): v for k, v in data["studies"].items()}
         values["buckets"] = tuple(Bucket.from_dict(b) for b in data["buckets"])
         values["heldout"] = tuple(Regret(**r) for r in data.get("heldout", ()))
+        values["probes"] = tuple(data.get("probes", ()))
         return cls(**values, storage=storage)
 
 
@@ -169,6 +175,7 @@ def tune_range(
     Raises :class:`~tilesearch.ranges.RangeError` for a bad range.
     """
     operator, size_range, rest, settings, ranges = _split(op, params, settings, ranges, overrides)
+    _hold_out_certified(operator, size_range, rest, settings.storage)
     tuned: dict[int, TuneResult] = {}
     sizes = sorted({size_range.lo, _geometric_middle(size_range), size_range.hi})
     with _Stages(settings, runner) as stages:
@@ -183,18 +190,29 @@ def tune_range(
                     f"{range_key(operator, size_range, rest)}; tune more trials per size"
                 )
             target = next(iter(tuned.values())).target
-            found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance,
-                                    _modelled(operator, size_range, rest, table, target))
+            shape = _modelled(operator, size_range, rest, table, target)
+            found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance, shape)
             room = ranges.sizes - len(tuned)
-            sizes = bucketing.next_sizes(found, list(tuned), room, table) if room > 0 else []
+            # one size a round: the table then has the last size's winners before the next is
+            # placed, so the sizes go where the losses are, not all into the first round's gaps
+            sizes = bucketing.next_sizes(found, list(tuned), min(room, 1), table, shape) if room > 0 else []
             if not sizes:
                 break
+        probed: dict[int, TuneResult] = {}
+        if ranges.probes > 0:
+            between = bucketing.probe_sizes(found, list(tuned), ranges.probes, table, ranges.tolerance, shape)
+            probed = _probe(operator, size_range, rest, tuned, settings, stages, between)
+            if probed:
+                tuned.update(probed)
+                table = _cross_measure(operator, size_range, rest, tuned, settings, stages)
+                found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance,
+                                        _modelled(operator, size_range, rest, table, target))
     first = next(iter(tuned.values()))
     result = RangeResult(
         op=operator.name, name=size_range.name, lo=size_range.lo, hi=size_range.hi,
         params=problem_at(operator, size_range, rest, size_range.lo).to_dict(),
         arch=first.target.arch, gpu=first.target.gpu, tolerance=ranges.tolerance,
-        studies={s: r.study for s, r in sorted(tuned.items())}, buckets=tuple(found),
+        studies={s: r.study for s, r in sorted(tuned.items())}, buckets=tuple(found), probes=tuple(sorted(probed)),
         replayed=any(r.replayed for r in tuned.values()), trials=settings.trials, storage=settings.storage,
     )
     save(result)
@@ -216,7 +234,9 @@ def certify(
     the dispatched configuration measured at it. ``measure(size, dispatched_config,
     best_config)`` may replace the figures by its own timing (the GPU experiment times the
     exported run-time-M kernel itself beside the best kernel and ``torch.matmul``). The result,
-    with the regrets, is saved again.
+    with the regrets, is saved again. Each held-out study is marked held out
+    (:data:`~tilesearch.database.HELDOUT_ATTR`): no search transfers from it, this range's
+    included when it is tuned again.
     """
     operator = registry.load(result.op)
     settings = settings or TuneSettings(strategy="xgb", trials=result.trials or TuneSettings.trials, progress=False)
@@ -231,6 +251,7 @@ def certify(
             index = bucketing.bucket_of(result.buckets, size)
             dispatched = result.buckets[index].config
             tuned = _tune_size(operator, size_range, rest, size, settings, stages, [dispatched])
+            hold_out(settings.storage, operator.name, [problem_at(operator, size_range, rest, size).key], result.key)
             if not tuned.best:
                 regrets.append(Regret(size, index, None, None, note="no correct configuration"))
                 continue
@@ -327,6 +348,17 @@ def _modelled(operator: Operator, size_range: SizeRange, rest: Mapping[str, Any]
     return shape
 
 
+def _hold_out_certified(operator: Operator, size_range: SizeRange, rest: Mapping[str, Any],
+                        storage: str | None) -> None:
+    """Marks the held-out sizes of this range's earlier certifications in ``storage`` as held out
+    (:func:`~tilesearch.database.hold_out`; :func:`certify` marks each of its sizes once tuned),
+    so that a range tuned again learns nothing from the sizes that judge it. Storages certified
+    before the mark existed get it here."""
+    key = range_key(operator, size_range, rest)
+    sizes = {r.size for earlier in find(storage, operator.name, key) for r in earlier.heldout}
+    hold_out(storage, operator.name, [problem_at(operator, size_range, rest, s).key for s in sorted(sizes)], key)
+
+
 def _geometric_middle(size_range: SizeRange) -> int:
     import math
 
@@ -412,6 +444,45 @@ def _dispatched_record(operator, size_range, rest, size, settings, stages, tuned
     return lookup(side)
 
 
+def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings) -> dict[str, dict[str, Any]]:
+    """Every tuned size's winners, by key: its study's choice and its fastest figure."""
+    winners: dict[str, dict[str, Any]] = {}
+    for result in tuned.values():
+        ranked = TuningDatabase(settings.storage, result.study).best(10**6)
+        for record in ranked[:1] + sorted(ranked, key=lambda r: r.latency_ms)[:1]:
+            winners.setdefault(config_key(record.config), record.config)
+    return winners
+
+
+def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[int]) -> dict[int, TuneResult]:
+    """Times every tuned size's winners at ``sizes`` (:func:`~tilesearch.buckets.probe_sizes`),
+    one study a size whose trials are those configurations. Nothing is searched there, so a
+    probe costs the winners' compiles and timings, not a search. The buckets' edges then follow
+    measurements, not the model alone: between 128 and 9,000 rows the winner changes with how
+    the tiles fill the 132 SMs, and on the H100 a range with 7 tuned sizes lost 11-38% at
+    held-out sizes there (2026-11-26)."""
+    winners = list(_winners(tuned, settings).values())
+    target = next(iter(tuned.values())).target
+    out = {}
+    for size in sorted(set(sizes) - set(tuned)):
+        problem = problem_at(operator, size_range, rest, size)
+        space = operator.space(problem, target)
+        valid = [c for c in winners if space.why_invalid(c) is None]
+        # the search's figures are what the table compares at every size; a final re-time (two
+        # fresh processes, some 6 s on the H100) would add nothing to them
+        probe = replace(settings, trials=len(valid), retime=0)
+        result = stages.served(operator, problem, probe)
+        if result is None:
+            runner, builder = stages(problem)
+            result = tune(operator, problem, settings=probe, strategy=Hinted(None, valid), runner=runner,
+                          builder=builder)
+        if result.best:
+            out[size] = result
+            log.info("%s=%d: probed the tuned sizes' winners, best %.4g ms", size_range.name, size,
+                     result.best[0].latency_ms)
+    return out
+
+
 def _cross_measure(operator, size_range, rest, tuned, settings, stages) -> Table:
     """Measures every tuned size's winners at every other tuned size; returns the table. A size
     has two winners where they differ: its study's choice, and its fastest figure in the search,
@@ -420,11 +491,7 @@ def _cross_measure(operator, size_range, rest, tuned, settings, stages) -> Table
     rows (H100) had no figure at 1448, and the edge fell back to the geometric mean. The size's
     final re-time then runs again over the added trials too, so that its study stays finished: a
     rerun of the range serves it from the storage (:class:`_Stages`)."""
-    winners: dict[str, dict[str, Any]] = {}
-    for result in tuned.values():
-        ranked = TuningDatabase(settings.storage, result.study).best(10**6)
-        for record in ranked[:1] + sorted(ranked, key=lambda r: r.latency_ms)[:1]:
-            winners.setdefault(config_key(record.config), record.config)
+    winners = _winners(tuned, settings)
     table = Table()
     for size, result in sorted(tuned.items()):
         db = TuningDatabase(settings.storage, result.study)

@@ -152,7 +152,8 @@ def part_b(args: Any, log: Any) -> list[dict[str, Any]]:
             meta = export_range(certified, Path(args.work) / f"range-{pair}")
             log(report(certified))
             row.update(wrong=sum(r.note.startswith("WRONG") for r in certified.heldout),
-                       buckets=len(certified.buckets), tuned=list(certified.studies),
+                       buckets=len(certified.buckets), tuned=[s for s in certified.studies if s not in certified.probes],
+                       probes=list(certified.probes),
                        seconds=round(time.perf_counter() - start), **summary(certified.heldout),
                        heldout=meta["heldout"])
         except Exception as exc:  # noqa: BLE001

@@ -36,7 +36,7 @@ import optuna
 from tilesearch import dataset
 from tilesearch.cost_model import Featurizer, TrainingGroup, XGBRanker, XGBSettings, relevance
 from tilesearch.cost_model.xgb import labels
-from tilesearch.database import TrialRecord
+from tilesearch.database import HELDOUT_ATTR, TrialRecord
 from tilesearch.records import has_result, is_correct, speeds
 from tilesearch.space import Config, config_key
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
@@ -64,7 +64,8 @@ class XGBStrategy(Strategy):
         seed: seeds the random picks and XGBoost.
         transfer: dataset files (a list, or one string of comma-separated paths) of other
             problems of the same op to warm-start from.
-        auto_transfer: also learn from the other studies of the op in the study's storage.
+        auto_transfer: also learn from the other studies of the op in the study's storage, except
+            those held out to certify a range (:data:`~tilesearch.database.HELDOUT_ATTR`).
         epsilon: share of proposals picked at random once the model is trained.
         init: trials of the initial design measured before the model is used, when nothing is
             transferred.
@@ -199,7 +200,8 @@ class XGBStrategy(Strategy):
         for summary in optuna.study.get_all_study_summaries(db.storage, include_best_trial=False):
             attrs = summary.user_attrs
             if (summary.study_name == db.name or attrs.get("op") != context.problem.op
-                    or attrs.get("problem") == context.problem.key or "params" not in attrs):
+                    or attrs.get("problem") == context.problem.key or "params" not in attrs
+                    or attrs.get(HELDOUT_ATTR)):
                 continue
             study = optuna.load_study(study_name=summary.study_name, storage=db.storage)
             records = [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False) if "key" in t.user_attrs]

@@ -488,9 +488,10 @@ def _cross_measure(operator, size_range, rest, tuned, settings, stages) -> Table
     has two winners where they differ: its study's choice, and its fastest figure in the search,
     which :func:`~tilesearch.buckets.cover` may pick since it compares the figures. Before the
     second was measured too, the 430-row configuration that served a 4096x4096 range up to 789
-    rows (H100) had no figure at 1448, and the edge fell back to the geometric mean. The size's
-    final re-time then runs again over the added trials too, so that its study stays finished: a
-    rerun of the range serves it from the storage (:class:`_Stages`)."""
+    rows (H100) had no figure at 1448, and the edge fell back to the geometric mean. The added
+    trials get no final re-time: the table compares search figures, and with sizes placed one a
+    round, re-timing every tuned size after every round took 74-180 s a round on the H100. A
+    rerun of the range re-times such a size once (its final no longer covers the study)."""
     winners = _winners(tuned, settings)
     table = Table()
     for size, result in sorted(tuned.items()):
@@ -503,7 +504,7 @@ def _cross_measure(operator, size_range, rest, tuned, settings, stages) -> Table
         missing = [c for k, c in winners.items() if k not in measured and space.why_invalid(c) is None]
         if missing:
             runner, builder = stages(problem)
-            tune(operator, problem, settings=replace(settings, trials=db.planned() + len(missing)),
+            tune(operator, problem, settings=replace(settings, trials=db.planned() + len(missing), retime=0),
                  strategy=Hinted(None, missing), runner=runner, builder=builder)
         row = {}
         for record in TuningDatabase(settings.storage, result.study).best(10**6):

@@ -132,25 +132,31 @@ def crossing(table: Table, a: int, b: int, left: str, right: str, shape: Shape |
     if shape is None or b - a < 2 or any(f == [None, None] for f in figures.values()):
         return edge(a, b)
 
-    def line(key: str) -> Callable[[int], float]:
-        wa, wb = shape(key, a), shape(key, b)  # once per configuration, not once per size tried
-        at_a, at_b = figures[key]
-        if at_a is None or at_b is None:  # one figure: the model's time, scaled to it
-            known, at = (at_b, wb) if at_a is None else (at_a, wa)
-            return lambda size: known * shape(key, size) / at
-
-        def at(size: int) -> float:
-            t = (shape(key, size) - wa) / (wb - wa) if wb != wa else (size - a) / (b - a)
-            return at_a + (at_b - at_a) * t
-
-        return at
-
-    left_at, right_at = line(left), line(right)
+    left_at, right_at = drawn(table, a, b, left, shape), drawn(table, a, b, right, shape)
+    assert left_at is not None and right_at is not None
     step = max(1, (b - a) // MAX_CROSSING_POINTS)
     for size in range(a + 1, b, step):
         if right_at(size) < left_at(size):
             return max(a, size - 1)
     return edge(a, b)
+
+
+def drawn(table: Table, a: int, b: int, key: str, shape: Shape) -> Callable[[int], float] | None:
+    """``key``'s latency between tuned sizes ``a`` and ``b``: its figures there joined along
+    ``shape``; from one figure, the model's time scaled to it; ``None`` without a figure."""
+    at_a, at_b = (table.latency[s].get(key) for s in (a, b))
+    if at_a is None and at_b is None:
+        return None
+    wa, wb = shape(key, a), shape(key, b)  # once per configuration, not once per size tried
+    if at_a is None or at_b is None:  # one figure: the model's time, scaled to it
+        known, at = (at_b, wb) if at_a is None else (at_a, wa)
+        return lambda size: known * shape(key, size) / at
+
+    def at(size: int) -> float:
+        t = (shape(key, size) - wa) / (wb - wa) if wb != wa else (size - a) / (b - a)
+        return at_a + (at_b - at_a) * t
+
+    return at
 
 
 def edge(a: int, b: int) -> int:
@@ -192,24 +198,55 @@ def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: T
     return [mid for _, _, mid in candidates[:n] if mid not in sizes]
 
 
+PROBE_POINTS = 48  # sizes a gap's modelled losses are looked at, evenly in log size
+PROBE_SPACING = 1.15  # two probes of one gap at least this ratio apart
+
+
 def probe_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], per_gap: int, table: Table, tolerance: float,
                 shape: Shape | None = None) -> list[int]:
-    """``per_gap`` sizes, evenly in log size, between each two neighbouring tuned sizes where
-    serving one end with the other end's configuration loses more than ``tolerance``
-    (:func:`_crossed_loss`): where the winner changes and an edge must be placed. Where it does
-    not (the flat low end of a GEMM's M, every configuration within 2%), a probe would tell
-    nothing."""
+    """Up to ``per_gap`` sizes to measure between each two neighbouring tuned sizes: where the
+    model puts the configuration that serves a size more than ``tolerance`` behind another
+    configuration measured at either end (each drawn along ``shape`` from its figures,
+    :func:`drawn`), the worst such sizes; else, where serving one end with the other end's
+    configuration loses more than ``tolerance`` (:func:`_crossed_loss`), sizes evenly in log
+    size. A configuration good at both ends may still be poor between them: on the H100 the
+    128x128 tile of a 4096x4096 range was within 3% at 430 and 1448 rows (0.97 and 2.9 waves of
+    the 132 SMs) and 32.5% behind at 784 (1.7 waves), a size no probe looked at since the two
+    ends agreed. Where neither holds (the flat low end of a GEMM's M), a probe tells nothing."""
     sizes = sorted(sizes)
     out: set[int] = set()
     for a, b in zip(sizes, sizes[1:]):
-        left, right = buckets[bucket_of(buckets, a)], buckets[bucket_of(buckets, b)]
-        if _crossed_loss(table, a, b, left, right, shape) <= tolerance:
+        if b - a < 2:
             continue
-        for i in range(1, per_gap + 1):
-            size = round(a * (b / a) ** (i / (per_gap + 1)))
-            if a < size < b:
-                out.add(size)
+        points = _modelled_losses(buckets, table, a, b, tolerance, shape) if shape is not None else []
+        chosen: list[int] = []
+        for _, size in sorted(points, reverse=True):
+            if len(chosen) < per_gap and all(max(size, c) / min(size, c) >= PROBE_SPACING for c in chosen):
+                chosen.append(size)
+        left, right = buckets[bucket_of(buckets, a)], buckets[bucket_of(buckets, b)]
+        if not chosen and _crossed_loss(table, a, b, left, right, shape) > tolerance:
+            chosen = [round(a * (b / a) ** (i / (per_gap + 1))) for i in range(1, per_gap + 1)]
+        out.update(size for size in chosen if a < size < b)
     return sorted(out)
+
+
+def _modelled_losses(buckets: Sequence[Bucket], table: Table, a: int, b: int, tolerance: float,
+                     shape: Shape) -> list[tuple[float, int]]:
+    """``(loss, size)`` at the sizes between ``a`` and ``b`` where the model puts the serving
+    configuration more than ``tolerance`` behind the best configuration measured at ``a`` or ``b``."""
+    lines = {key: line for key in {*table.latency[a], *table.latency[b]}
+             if (line := drawn(table, a, b, key, shape)) is not None}
+    points = sorted({round(a * (b / a) ** (i / (PROBE_POINTS + 1))) for i in range(1, PROBE_POINTS + 1)} - {a, b})
+    out = []
+    for size in points:
+        served = lines.get(config_key(buckets[bucket_of(buckets, size)].config))
+        if served is None:
+            continue
+        best = min(line(size) for line in lines.values())
+        loss = served(size) / best - 1
+        if loss > tolerance:
+            out.append((loss, size))
+    return out
 
 
 def _crossed_loss(table: Table | None, a: int, b: int, left: Bucket, right: Bucket,

@@ -5,8 +5,10 @@ and the geometric middle first; ``xgb`` by default, which trains on the op's oth
 the storage, so each new size starts from what the tuned ones taught it), measures every
 size's winner at every other tuned size, and makes buckets from that table
 (:func:`tilesearch.buckets.cover`). Where neighbouring tuned sizes fall in different buckets,
-or lie far apart, it tunes their geometric midpoint and decides again, until the buckets settle
-or ``sizes`` are tuned. :func:`certify` then tunes held-out sizes that were not tuned and sets
+or lie far apart, it tunes one geometric midpoint (where a winner loses most at the other end)
+and decides again, until the buckets settle or ``sizes`` are tuned; then it times the winners at
+probe sizes (:func:`~tilesearch.buckets.probe_sizes`) and decides once more. :func:`certify`
+then tunes held-out sizes that were not tuned (marked so that no search learns from them) and sets
 the dispatched configuration of each against that size's own best (its regret) and against the
 op's PyTorch baseline. The result is kept in the storage (:func:`save`, :func:`find`), for
 ``tilesearch show`` and for export (:mod:`tilesearch.deploy.dispatch`).

@@ -225,9 +225,14 @@ def probe_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], per_gap: int, t
                 chosen.append(size)
         left, right = buckets[bucket_of(buckets, a)], buckets[bucket_of(buckets, b)]
         if not chosen and _crossed_loss(table, a, b, left, right, shape) > tolerance:
-            chosen = [round(a * (b / a) ** (i / (per_gap + 1))) for i in range(1, per_gap + 1)]
-        out.update(size for size in chosen if a < size < b)
+            chosen = _between(a, b, per_gap)
+        out.update(chosen)
     return sorted(out)
+
+
+def _between(a: int, b: int, n: int) -> list[int]:
+    """Up to ``n`` sizes strictly between ``a`` and ``b``, evenly in log size."""
+    return sorted({round(a * (b / a) ** (i / (n + 1))) for i in range(1, n + 1)} - {a, b})
 
 
 def _modelled_losses(buckets: Sequence[Bucket], table: Table, a: int, b: int, tolerance: float,
@@ -236,9 +241,8 @@ def _modelled_losses(buckets: Sequence[Bucket], table: Table, a: int, b: int, to
     configuration more than ``tolerance`` behind the best configuration measured at ``a`` or ``b``."""
     lines = {key: line for key in {*table.latency[a], *table.latency[b]}
              if (line := drawn(table, a, b, key, shape)) is not None}
-    points = sorted({round(a * (b / a) ** (i / (PROBE_POINTS + 1))) for i in range(1, PROBE_POINTS + 1)} - {a, b})
     out = []
-    for size in points:
+    for size in _between(a, b, PROBE_POINTS):
         served = lines.get(config_key(buckets[bucket_of(buckets, size)].config))
         if served is None:
             continue
@@ -256,12 +260,12 @@ def _crossed_loss(table: Table | None, a: int, b: int, left: Bucket, right: Buck
     if table is None:
         return 0.0
     losses = []
-    for size, own, bucket in ((b, a, left), (a, b, right)):
+    for size, bucket in ((b, left), (a, right)):
         key = config_key(bucket.config)
         loss = table.loss(size, key) if size in table.latency else None
-        known = table.latency.get(own, {}).get(key)
-        if loss is None and shape is not None and known is not None and size in table.latency:
-            loss = known * shape(key, size) / shape(key, own) / table.best(size)[1] - 1
+        line = drawn(table, a, b, key, shape) if loss is None and shape is not None and {a, b} <= set(table.latency) else None
+        if line is not None:  # not measured at ``size``: drawn from its figure at the other end
+            loss = line(size) / table.best(size)[1] - 1
         losses.append(math.inf if loss is None else loss)
     return max(losses)
 

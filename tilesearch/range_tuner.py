@@ -207,8 +207,8 @@ def tune_range(
             if probed:
                 tuned.update(probed)
                 table = _cross_measure(operator, size_range, rest, tuned, settings, stages)
-                found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance,
-                                        _modelled(operator, size_range, rest, table, target))
+                shape = _modelled(operator, size_range, rest, table, target)
+                found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance, shape)
     first = next(iter(tuned.values()))
     result = RangeResult(
         op=operator.name, name=size_range.name, lo=size_range.lo, hi=size_range.hi,

@@ -495,6 +495,7 @@ def gemm_program(
     swap_ab: bool = False,
     raster: str = "row",
     num_sms: int = 132,
+    shift_edges: bool = True,
 ) -> Any:
     """The GEMM tile program for one configuration (a TileLang ``PrimFunc``). ``m`` is a size or
     a TIR variable (``T.dynamic("m")``): M as a run-time value.
@@ -508,6 +509,9 @@ def gemm_program(
     accumulates the tile transposed (``block_n x block_m``: B's rows are the MMA's M side) and
     stores it transposed. The
     ``warp_specialize`` knob is a pass configuration (:meth:`GemmOp.pass_configs`).
+
+    ``shift_edges`` (without split-K): a tile that would run past M or N starts ``block`` rows or
+    columns before the edge instead, overlapping its neighbour (:func:`tile_start`).
     """
     import tilelang.language as T
 
@@ -524,21 +528,24 @@ def gemm_program(
     workers = min(tiles, num_sms) if static_m else num_sms
     waves = math.ceil(tiles / workers) if static_m else T.ceildiv(tiles, workers)
 
+    shift = shift_edges and not split  # the split-K workspace holds whole, unshifted tiles
+
     @T.macro
     def tile(A, B, out, a_tile, b_tile_s, acc, c_s, tm, tn, kz):
+        row = tile_start(tm, block_m, m) if shift else tm * block_m
+        col = tile_start(tn, block_n, n) if shift else tn * block_n
         T.clear(acc)
         for ko in T.Pipelined(k_iters, num_stages=num_stages):
             kk = (kz * k_iters + ko) * block_k
-            T.copy(A[tm * block_m, kk], a_tile, disable_tma=not tma)
+            T.copy(A[row, kk], a_tile, disable_tma=not tma)
             if transpose_b:
-                T.copy(B[tn * block_n, kk], b_tile_s, disable_tma=not tma)
+                T.copy(B[col, kk], b_tile_s, disable_tma=not tma)
             else:
-                T.copy(B[kk, tn * block_n], b_tile_s, disable_tma=not tma)
+                T.copy(B[kk, col], b_tile_s, disable_tma=not tma)
             if swap_ab:  # acc = B_tile^T-rows @ A_tile^T: (block_n x block_k) @ (block_k x block_m)
                 T.gemm(b_tile_s, a_tile, acc, transpose_A=not transpose_b, transpose_B=True, policy=policy)
             else:
                 T.gemm(a_tile, b_tile_s, acc, transpose_B=transpose_b, policy=policy)
-        row, col = tm * block_m, tn * block_n
         if swap_ab and epilogue == "smem":
             for i, j in T.Parallel(block_n, block_m):
                 c_s[j, i] = acc[i, j]
@@ -625,6 +632,24 @@ def gemm_program(
             tile(A, B, C, a_tile, b_tile_s, acc, c_s, by, bx, 0)
 
     return gemm
+
+
+def tile_start(t: Any, block: int, size: Any) -> Any:
+    """Where tile ``t`` of ``block`` rows (or columns) starts along a dimension of ``size``: at
+    ``t x block``, except that the last tile, where ``size`` is not a multiple of ``block``, starts
+    ``block`` before the edge (``size`` at least ``block``) and recomputes some of its neighbour's
+    rows, writing the same values again.
+
+    A TMA load whose box runs past the tensor's edge is slow: on the H100 (2026-11-26) a 256x128
+    tile's GEMM at m=784 (the last tile row 16 rows in, 240 past the edge) ran at 0.061 ms and at
+    m=999 (25 past) at 0.048 ms, the same grid and kernel. Shifted, every box is inside the
+    tensor; the overlapping rows are computed from the same data in the same order, so both
+    writes agree. ``size`` may be a run-time value (then the choice is made at run time)."""
+    import tilelang.language as T
+
+    if isinstance(size, int):
+        return t * block if size % block == 0 or size < block else T.min(t * block, size - block)
+    return T.max(T.min(t * block, size - block), 0)
 
 
 REDUCE_ELEMENTS, REDUCE_THREADS = 2048, 128  # split-K reduction: 16 partial sums a thread, one K slice at a time

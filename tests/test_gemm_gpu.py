@@ -134,3 +134,34 @@ def test_placements_are_copies_at_other_addresses_that_a_round_cycles_through():
         baseline()
     pairs = list(zip(seen[::2], seen[1::2]))
     assert all(k == -b for k, b in pairs) and [k for k, _ in pairs[:4]] == [own[0].data_ptr() for own in placed.inputs]
+
+
+def test_edge_tiles_shifted_inside_the_tensor_compute_what_clipped_tiles_do():
+    # the tile at M's and N's edge starts a tile before the edge (tile_start) and writes some of
+    # its neighbour's rows again; with M at run time, on both sides of tile-row boundaries
+    import tilelang
+    import tilelang.language as T
+    import torch
+
+    from search_spaces.gemm import GemmOp, gemm_program
+    from tilesearch.target import detect
+
+    op, target = GemmOp(), detect()
+    config = dict(block_m=256, block_n=128, block_k=64, num_stages=4, threads=256, panel_size=16,
+                  warp_policy="full_row", epilogue="smem", split_k=1, persistent=False, tma=True, swap_ab=False,
+                  raster="row", warp_specialize="on")
+    problem = op.problem(m=784, n=4000, k=1032, dtype="bfloat16", layout="nt")
+    shifted = op.build(problem, config, target, runtime=("m",))
+    knobs = {k: v for k, v in config.items() if k != "warp_specialize"}
+    clipped = tilelang.compile(gemm_program(T.dynamic("m"), 4000, 1032, "bfloat16", "nt", **knobs,
+                                            num_sms=target.num_sms, shift_edges=False), target=target.tvm())
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for m in (100, 255, 257, 784, 999, 1024, 1300):
+        a = torch.randn(m, 1032, device="cuda", generator=gen).bfloat16()
+        b = torch.randn(4000, 1032, device="cuda", generator=gen).bfloat16()
+        out, ref_out = (torch.full((m, 4000), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        shifted(a, b, out)
+        clipped(a, b, ref_out)
+        ref = a.double() @ b.double().T
+        assert ((out.double() - ref).norm() / ref.norm()).item() < 2e-3, m
+        assert torch.equal(out, ref_out), m

@@ -29,6 +29,9 @@ CASES = {
                         dict(block_m=16, block_n=128, threads=128, warp_policy="full_row", swap_ab=True,
                              epilogue="smem")),
     "block_n_144": ((512, 4608, 3584, "float16", "nt"), dict(block_n=144, threads=256, warp_policy="full_row")),
+    "edges_tma_store": ((784, 4000, 1032, "bfloat16", "nt"),
+                        dict(block_m=256, block_n=128, warp_policy="full_row", epilogue="smem")),
+    "edges_direct": ((784, 4000, 1032, "bfloat16", "nt"), dict(block_m=256, block_n=128, warp_policy="full_row")),
 }
 
 
@@ -113,3 +116,13 @@ def test_shared_memory_model_matches_the_compiled_kernels():
             assert smem_bytes(config, "float16") == asked, config
     finally:
         env.enable_cache()
+
+
+def test_tiles_stored_through_tma_start_inside_the_tensor_at_its_edges(sources):
+    # 784 = 3 x 256 + 16 and 4000 = 31 x 128 + 32: the last tile row starts at 784 - 256 = 528 and
+    # the last tile column at 4000 - 128 = 3872, for the loads and the TMA store alike
+    shifted = sources["edges_tma_store"]
+    assert shifted.count("min((((int)blockIdx.y) * 256), 528)") >= 2, shifted
+    assert shifted.count("min((((int)blockIdx.x) * 128), 3872)") >= 2
+    # tiles stored from registers stay where they were: shifting them cost 1-2% and gained nothing
+    assert "528" not in sources["edges_direct"] and "3872" not in sources["edges_direct"]

@@ -41,3 +41,17 @@ def test_the_drivers_facts_are_the_workers():
     finally:
         runner.close()
     assert driver.facts({"CUDA_VISIBLE_DEVICES": "0"}) == worker
+
+
+def test_a_worker_measures_on_the_gpu_the_device_index_names_among_the_visible_ones(monkeypatch):
+    from tilesearch.runner.base import NoDeviceError
+    from tilesearch.runner.local import visible_device
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert visible_device(1) == "1"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
+    assert visible_device(0) == "2" and visible_device(1) == "3"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8f1c")  # UUIDs pass through as they are
+    assert visible_device(0) == "GPU-8f1c"
+    with pytest.raises(NoDeviceError, match="device 1 is not among the 1"):
+        visible_device(1)

@@ -53,11 +53,26 @@ class DeviceMismatchError(NoDeviceError):
     """The measuring worker reports other GPU facts than the driver gave at the quick start."""
 
 
+def visible_device(device: int) -> str:
+    """The ``CUDA_VISIBLE_DEVICES`` entry for a worker measuring on ``device``, an index among the
+    devices this process sees: ``CUDA_VISIBLE_DEVICES=2 tilesearch tune ...`` measures on GPU 2,
+    as CUDA numbers it, not on GPU 0 (a worker's own setting replaces the one it inherits)."""
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if seen is None or not seen.strip():
+        return str(device)
+    ids = [d.strip() for d in seen.split(",") if d.strip()]
+    if not 0 <= device < len(ids):
+        raise NoDeviceError(f"device {device} is not among the {len(ids)} that CUDA_VISIBLE_DEVICES={seen} leaves visible; "
+                            f"pass device=0..{len(ids) - 1} or change CUDA_VISIBLE_DEVICES")
+    return ids[device]
+
+
 class LocalRunner(Runner):
     """Runs candidates on one GPU of this machine.
 
     Args:
-        device: CUDA device index (the worker sees only that device).
+        device: CUDA device index among the devices this process sees (the worker sees only
+            that device; see :func:`visible_device`).
         timeout: seconds one check-and-time may take before the worker is killed.
         settings: measurement method.
         recycle_after: restart the worker after this many candidates (bounds leaks); 0 never.
@@ -86,7 +101,7 @@ class LocalRunner(Runner):
         self.timeout = timeout
         self.settings = settings or MeasureSettings()
         self.recycle_after = recycle_after
-        self.env = {"CUDA_VISIBLE_DEVICES": str(device)}  # of every worker process it starts
+        self.env = {"CUDA_VISIBLE_DEVICES": visible_device(device)}  # of every worker process it starts
         self._name = f"runner-gpu{device}"
         self._worker = IsolatedWorker(env=self.env, name=self._name)
         self._since_start = 0

@@ -1,17 +1,35 @@
 #!/usr/bin/env bash
-# One device call of the range check (issue 14), resuming from .deploy/deploy.db.xz; the storage
-# comes back under $OUT. Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME
+# One device call of the range check (issue 14): each pair of PAIRS (comma-separated, e.g.
+# 4096x4096,14336x4096) on a GPU of its own, side by side, in a storage of its own resumed from
+# .deploy/PAIR.db.xz (a fresh one where that is missing); the storages and logs come back under
+# $OUT. More pairs than GPUs: the rest wait for a GPU. Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME
 limit=$1; pairs=$2; name=$3
 source scripts/gpu-host.sh
-mkdir -p /tmp/dw
-if [ ! -f /tmp/dw/.unpacked ]; then rm -f /tmp/dw/deploy.db*; xz -dc .deploy/deploy.db.xz > /tmp/dw/deploy.db; touch /tmp/dw/.unpacked; fi
-# trials left RUNNING by the previous call's killed process (another host: its PID tells nothing)
-python3 -c "
-import sqlite3; c=sqlite3.connect('/tmp/dw/deploy.db')
+gpus=$(nvidia-smi -L | wc -l)
+run_pair() {  # pair gpu
+  local pair=$1 w=/tmp/dw_$1
+  mkdir -p "$w"
+  if [ ! -f "$w/.unpacked" ]; then
+    rm -f "$w"/deploy.db*
+    [ -f ".deploy/$pair.db.xz" ] && xz -dc ".deploy/$pair.db.xz" > "$w/deploy.db"
+    touch "$w/.unpacked"
+  fi
+  # trials left RUNNING by an earlier call's killed process (another host: its PID tells nothing);
+  # safe because one process uses this storage
+  [ -f "$w/deploy.db" ] && python3 -c "
+import sqlite3; c=sqlite3.connect('$w/deploy.db')
 print('stale trials failed:', c.execute(\"update trials set state='FAIL', datetime_complete=datetime('now') where state='RUNNING'\").rowcount); c.commit()"
-timeout -k 5 -s INT "$limit" python experiments/deploy_check.py parts=b sizes=7 pairs="$pairs" work=/tmp/dw out=/tmp/dwo > "$OUT/${name}.log" 2>&1
-echo "rc=$?" >> "$OUT/${name}.log"
-cp /tmp/dwo/deploy_check.json "$OUT/${name}.json" 2>/dev/null
-python3 -c "import sqlite3; c=sqlite3.connect('/tmp/dw/deploy.db'); print(c.execute('pragma wal_checkpoint(TRUNCATE)').fetchall()); c.close()"
-xz -T0 -c /tmp/dw/deploy.db > "$OUT/deploy.db.xz"
-tail -25 "$OUT/${name}.log"
+  CUDA_VISIBLE_DEVICES=$2 timeout -k 5 -s INT "$limit" python experiments/deploy_check.py parts=b sizes=7 pairs="$pair" \
+    work="$w" out="$w/out" > "$OUT/${name}_$pair.log" 2>&1
+  echo "rc=$?" >> "$OUT/${name}_$pair.log"
+  python3 -c "import sqlite3; c=sqlite3.connect('$w/deploy.db'); c.execute('pragma wal_checkpoint(TRUNCATE)'); c.close()"
+  xz -T4 -c "$w/deploy.db" > "$OUT/$pair.db.xz"
+}
+i=0
+for pair in ${pairs//,/ }; do
+  run_pair "$pair" $((i % gpus)) &
+  i=$((i + 1))
+  [ $((i % gpus)) -eq 0 ] && wait
+done
+wait
+for pair in ${pairs//,/ }; do echo "== $pair"; grep -v "Warning\|kernel_cache" "$OUT/${name}_$pair.log" | tail -14; done

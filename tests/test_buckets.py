@@ -150,10 +150,22 @@ def test_probes_go_between_tuned_sizes_whose_winners_differ():
                1448: {S: 14.0, L: 9.0}, 16384: {S: 160.0, L: 100.0}})
     buckets = cover(t, 1, 16384, 0.03)
     sizes = [1, 11, 128, 1448, 16384]
-    # S serves 1..128, L the rest: 128 | 1448 is where S loses 56% (L 5%); inside a bucket, nothing
-    assert probe_sizes(buckets, sizes, 2, t, 0.03) == [287, 645]
-    assert probe_sizes(buckets, sizes, 1, t, 0.03) == [431]
-    assert probe_sizes(buckets, sizes, 2, t, 0.6) == []
+    # S serves 1..128, L the rest: 128 | 1448 is where S loses 56% (L 5%); inside a bucket only
+    # the middles of gaps wider than UNMEASURED_RATIO (1..11, 11..128, 1448..16384)
+    assert probe_sizes(buckets, sizes, 2, t, 0.03) == [3, 37, 287, 645, 4870]
+    assert probe_sizes(buckets, sizes, 1, t, 0.03) == [3, 37, 431, 4870]
+    assert probe_sizes(buckets, sizes, 2, t, 0.6) == [3, 37, 430, 4870]
+    assert probe_sizes(buckets, sizes, 0, t, 0.03) == []
+
+
+def test_no_stretch_of_a_gap_stays_unmeasured_wider_than_the_limit():
+    # the model's probes crowd one end of 1448..16384 (as on the H100 range of 4096x4096, which
+    # then served 2049..16384 from the 16384-row winner alone): the widest stretch gets its middle
+    t = table({1448: {S: 10.0, L: 9.0}, 16384: {S: 100.0, L: 100.0}})
+    buckets = [Bucket(1448, 2048, L, (1448,)), Bucket(2049, 16384, S, (16384,))]
+    near_1448 = lambda key, size: size * (2.0 if key == config_key(S) and size < 2048 else 1.0)  # noqa: E731
+    probes = probe_sizes(buckets, [1448, 16384], 2, t, 0.03, near_1448)
+    assert min(probes) < 2100 and 4000 < max(probes) < 8000
 
 
 def test_held_out_sizes_are_spread_untuned_and_partly_odd():

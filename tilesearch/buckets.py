@@ -200,6 +200,7 @@ def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: T
 
 PROBE_POINTS = 48  # sizes a gap's modelled losses are looked at, evenly in log size
 PROBE_SPACING = 1.15  # two probes of one gap at least this ratio apart
+UNMEASURED_RATIO = 4.0  # no stretch between measured sizes of a gap is left wider than this
 
 
 def probe_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], per_gap: int, table: Table, tolerance: float,
@@ -212,7 +213,14 @@ def probe_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], per_gap: int, t
     size. A configuration good at both ends may still be poor between them: on the H100 the
     128x128 tile of a 4096x4096 range was within 3% at 430 and 1448 rows (0.97 and 2.9 waves of
     the 132 SMs) and 32.5% behind at 784 (1.7 waves), a size no probe looked at since the two
-    ends agreed. Where neither holds (the flat low end of a GEMM's M), a probe tells nothing."""
+    ends agreed. Where neither holds (the flat low end of a GEMM's M), a probe tells nothing.
+
+    Whatever the model says, a gap keeps no stretch between its measured sizes (its ends and the
+    probes chosen so far) wider than :data:`UNMEASURED_RATIO`: the widest such stretch gets its
+    geometric middle, one size beyond ``per_gap``. On the H100 (2026-11-26, at ``c409cf2``) a
+    4096x4096 range probed 1680 and 2048 between its tuned 1448 and 16384, where the model
+    pointed, and served 2049..16384 from the 16384-row winner alone; at 8928 rows that lost 13%
+    to a 256x128 tile the 1448-row search had measured within 3% of its best."""
     sizes = sorted(sizes)
     out: set[int] = set()
     for a, b in zip(sizes, sizes[1:]):
@@ -226,6 +234,11 @@ def probe_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], per_gap: int, t
         left, right = buckets[bucket_of(buckets, a)], buckets[bucket_of(buckets, b)]
         if not chosen and _crossed_loss(table, a, b, left, right, shape) > tolerance:
             chosen = _between(a, b, per_gap)
+        if per_gap > 0:
+            points = sorted({a, b, *chosen})
+            lo, hi = max(zip(points, points[1:]), key=lambda pair: pair[1] / pair[0])
+            if hi / lo > UNMEASURED_RATIO:
+                chosen.append(math.isqrt(lo * hi))
         out.update(chosen)
     return sorted(out)
 

@@ -185,7 +185,7 @@ def tune_range(
             for size in sizes:
                 hints = [r.best[0].config for r in tuned.values() if r.best]
                 tuned[size] = _tune_size(operator, size_range, rest, size, settings, stages, hints)
-            table = _cross_measure(operator, size_range, rest, tuned, settings, stages)
+            table = _cross_measure(operator, size_range, rest, tuned, settings, stages, ranges.tolerance)
             if not table.latency:
                 raise NoBucketsError(
                     f"no correct configuration at any tuned size of {operator.name} "
@@ -203,10 +203,10 @@ def tune_range(
         probed: dict[int, TuneResult] = {}
         if ranges.probes > 0:
             between = bucketing.probe_sizes(found, list(tuned), ranges.probes, table, ranges.tolerance, shape)
-            probed = _probe(operator, size_range, rest, tuned, settings, stages, between)
+            probed = _probe(operator, size_range, rest, tuned, settings, stages, between, ranges.tolerance)
             if probed:
                 tuned.update(probed)
-                table = _cross_measure(operator, size_range, rest, tuned, settings, stages)
+                table = _cross_measure(operator, size_range, rest, tuned, settings, stages, ranges.tolerance)
                 shape = _modelled(operator, size_range, rest, table, target)
                 found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance, shape)
     first = next(iter(tuned.values()))
@@ -446,24 +446,37 @@ def _dispatched_record(operator, size_range, rest, size, settings, stages, tuned
     return lookup(side)
 
 
-def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings) -> dict[str, dict[str, Any]]:
-    """Every tuned size's winners, by key: its study's choice and its fastest figure."""
+CONTENDERS = 3
+"""Besides its choice and its fastest figure, a tuned size's winners include up to this many more
+of its configurations within the range's tolerance of that figure."""
+
+
+def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings, tolerance: float) -> dict[str, dict[str, Any]]:
+    """Every tuned size's winners, by key: its study's choice, its fastest figure and its
+    contenders (:data:`CONTENDERS`). Configurations that tie at one size part at others: on the
+    H100 (2026-11-26, ``c409cf2``) a 256x128 tile was 2.8% behind the best at 1448 rows and 10%
+    ahead of the range's configuration at 8928, where a held-out search found it; as no tuned
+    size had it among its winners, no probe or other size measured it."""
     winners: dict[str, dict[str, Any]] = {}
     for result in tuned.values():
         ranked = TuningDatabase(settings.storage, result.study).best(10**6)
-        for record in ranked[:1] + sorted(ranked, key=lambda r: r.latency_ms)[:1]:
+        fastest = sorted(ranked, key=lambda r: r.latency_ms)
+        first = ranked[:1] + fastest[:1]
+        close = [r for r in fastest if r.latency_ms <= fastest[0].latency_ms * (1 + tolerance) and r not in first]
+        for record in first + close[:CONTENDERS]:
             winners.setdefault(config_key(record.config), record.config)
     return winners
 
 
-def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[int]) -> dict[int, TuneResult]:
+def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[int],
+           tolerance: float) -> dict[int, TuneResult]:
     """Times every tuned size's winners at ``sizes`` (:func:`~tilesearch.buckets.probe_sizes`),
     one study a size whose trials are those configurations. Nothing is searched there, so a
     probe costs the winners' compiles and timings, not a search. The buckets' edges then follow
     measurements, not the model alone: between 128 and 9,000 rows the winner changes with how
     the tiles fill the 132 SMs, and on the H100 a range with 7 tuned sizes lost 11-38% at
     held-out sizes there (2026-11-26)."""
-    winners = list(_winners(tuned, settings).values())
+    winners = list(_winners(tuned, settings, tolerance).values())
     target = next(iter(tuned.values())).target
     out = {}
     for size in sorted(set(sizes) - set(tuned)):
@@ -485,7 +498,7 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
     return out
 
 
-def _cross_measure(operator, size_range, rest, tuned, settings, stages) -> Table:
+def _cross_measure(operator, size_range, rest, tuned, settings, stages, tolerance: float) -> Table:
     """Measures every tuned size's winners at every other tuned size; returns the table. A size
     has two winners where they differ: its study's choice, and its fastest figure in the search,
     which :func:`~tilesearch.buckets.cover` may pick since it compares the figures. Before the
@@ -494,7 +507,7 @@ def _cross_measure(operator, size_range, rest, tuned, settings, stages) -> Table
     trials get no final re-time: the table compares search figures, and with sizes placed one a
     round, re-timing every tuned size after every round took 74-180 s a round on the H100. A
     rerun of the range re-times such a size once (its final no longer covers the study)."""
-    winners = _winners(tuned, settings)
+    winners = _winners(tuned, settings, tolerance)
     table = Table()
     for size, result in sorted(tuned.items()):
         db = TuningDatabase(settings.storage, result.study)

@@ -361,7 +361,8 @@ class GemmOp(Operator):
 
     def program(self, problem: Problem, config: Config, target: Target, runtime: tuple[str, ...] = ()) -> Any:
         """The tile program; with ``runtime=("m",)`` M is a run-time value (``T.dynamic``), so
-        the kernel serves every M (edge tiles are predicated as for any M)."""
+        the kernel serves every M (edge tiles are predicated or shifted, :func:`tile_start`, as
+        for any M)."""
         import tilelang.language as T
 
         knobs = {k: v for k, v in config.items() if k != "warp_specialize"}

@@ -6,7 +6,7 @@ Why: in the range storage of 2026-11-26 a 256x128 tile ran at 0.061 ms at m=784 
 at m=999, the same grid; the last tile row of 784 has 16 rows inside the tensor. Each kernel is
 compiled once (M a run-time value), each size gets fresh random inputs, every output is checked
 against float64 and the two variants' outputs compared bit for bit; then all are timed
-interleaved in the same rounds (L2 flushed, CUDA events). Prints each kernel's median, its ratio
+interleaved in the same rounds (L2 flushed, CUDA events; the runner's ``rounds``). Prints each kernel's median, its ratio
 to the clipped kernel with the quartiles of the per-round ratios, and writes ``edge_probe.json``
 under ``out``. A probe of the template, not a result of the search.
 
@@ -20,6 +20,7 @@ import os
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,10 @@ def main(argv: list[str]) -> int:
     import tilelang  # noqa: F401  (before tvm)
     import torch
 
-    flush = torch.empty(100 << 20, dtype=torch.int8, device="cuda")
+    from tilesearch.runner.measure import MeasureSettings
+    from tilesearch.runner.measure import rounds as timed_rounds
+
+    l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
     report, table = [], []
     for n, k, dtype, layout, names, sizes in PROBLEMS:
         kernels = {(name, shift): compile_one(n, k, dtype, layout, name, shift) for name in names for shift in (False, True)}
@@ -114,19 +118,8 @@ def main(argv: list[str]) -> int:
             labels.append(("torch", None))
             for fn in fns * 5:
                 fn()
-            ms: list[list[float]] = [[] for _ in fns]
-            for _ in range(rounds):
-                events = []
-                for fn in fns:
-                    flush.zero_()
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    fn()
-                    end.record()
-                    events.append((start, end))
-                torch.cuda.synchronize()
-                for column, (start, end) in enumerate(events):
-                    ms[column].append(start.elapsed_time(end))
+            # the runner's interleaved rounds (L2 flushed before every run), at least ``rounds`` of them
+            ms = timed_rounds(fns, replace(MeasureSettings(), min_reps=rounds), l2_bytes)
             med = {lab: statistics.median(s) for lab, s in zip(labels, ms)}
             series = dict(zip(labels, ms))
             for name in names:

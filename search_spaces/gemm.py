@@ -361,8 +361,7 @@ class GemmOp(Operator):
 
     def program(self, problem: Problem, config: Config, target: Target, runtime: tuple[str, ...] = ()) -> Any:
         """The tile program; with ``runtime=("m",)`` M is a run-time value (``T.dynamic``), so
-        the kernel serves every M (edge tiles are predicated or shifted, :func:`tile_start`, as
-        for any M)."""
+        the kernel serves every M (edge tiles are predicated as for any M)."""
         import tilelang.language as T
 
         knobs = {k: v for k, v in config.items() if k != "warp_specialize"}
@@ -644,14 +643,12 @@ def tile_start(t: Any, block: int, size: Any) -> Any:
     ``block`` before the edge (``size`` at least ``block``) and recomputes some of its neighbour's
     rows, writing the same values again.
 
-    A TMA store whose box runs past the tensor's edge is slow, TMA loads that do are not (tiles
-    stored from registers load the same boxes). On the H100 (``scripts/edge_probe.py``
+    A TMA store whose box runs past the tensor's edge is slow. On the H100 (``scripts/edge_probe.py``
     at ``e3aa095``, n=k=4096, run-time M) the 256x128 tile with the ``smem`` epilogue took 0.048 ms
     at m=999 and 0.057-0.084 ms at m=520-800 clipped, 0.045-0.048 ms shifted (1.2-1.75x; 1.14-1.21x
     at m=1540-4870); the 128x128 tile gained up to 1.3x. Tiles that store from registers
     (``direct``) gained nothing and lost up to 2.5% to the extra index arithmetic, so only the ``smem``
-    epilogue's tiles are shifted (a 64x128 one without warp specialization: 0.99-1.00x, the
-    store issued by the same threads). The overlapping rows are computed from the same data in the
+    epilogue's tiles are shifted. The overlapping rows are computed from the same data in the
     same order: both writes agree, and every shifted output in that run equalled the clipped one
     bit for bit. ``size`` may be a run-time value (then the choice is made at run time)."""
     import tilelang.language as T

@@ -339,3 +339,26 @@ def test_a_sizes_winners_include_its_contenders_within_the_tolerance(monkeypatch
     # the choice, the fastest, and the CONTENDERS (3) fastest of the rest within 3%
     assert {c["tile"] for c in winners.values()} == {"choice", "fastest", "a", "b", "d"}
     assert len(range_tuner._winners({64: SimpleNamespace(study="s")}, TuneSettings(), 0.0)) == 2
+
+
+def test_each_tuned_size_gets_its_refining_trials_once(tuned, tmp_path):
+    from tilesearch.database import TuningDatabase
+
+    _, settings, result, _ = tuned
+    searched = [s for s in result.studies if s not in result.probes]
+    counts = {}
+    for size in searched:
+        db = TuningDatabase(settings.storage, result.studies[size])
+        assert db.study.user_attrs[range_tuner.REFINED_ATTR] == 3
+        counts[size] = db.planned()
+        assert counts[size] >= settings.trials + 3
+    # tuned again (as a resumed or repeated run is): nothing more is added
+    tune_range("gemm", {"m": "1..4096", "n": N, "k": K, "layout": "nt"}, settings=settings,
+               ranges=RangeSettings(sizes=4), runner=runner)
+    assert {s: TuningDatabase(settings.storage, result.studies[s]).planned() for s in searched} == counts
+
+
+def test_the_command_line_takes_every_range_setting():
+    from tilesearch.range_cli import RANGE_KEYS
+
+    assert set(RANGE_KEYS) == set(RangeSettings.keys())

@@ -436,7 +436,7 @@ def test_a_range_shares_one_runner_and_each_size_retimes_in_spares_of_its_own(tm
     monkeypatch.setattr(range_tuner, "make_runner", runner)
     settings = TuneSettings(strategy="grid", trials=2, retime=2, progress=False,
                             storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
-    result = tune_range(SLEEPY_CPU_OP, {"n": "1..4096"}, settings=settings, ranges=RangeSettings(sizes=3, heldout=0, probes=0))
+    result = tune_range(SLEEPY_CPU_OP, {"n": "1..4096"}, settings=settings, ranges=RangeSettings(sizes=3, heldout=0, probes=0, refine=0))
     assert len(made) == 1 and len(result.studies) == 3
     assert set(made[0].spares_at_run) == {2}  # each size's spares started before its search
     seen = calls(log)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One device call of the range check (issue 14): each pair of PAIRS (comma-separated, e.g.
 # 4096x4096,14336x4096) on a GPU of its own, side by side, in a storage of its own resumed from
-# .deploy/PAIR.db.xz (a fresh one where that is missing); the storages and logs come back under
-# $OUT. More pairs than GPUs: the rest wait for a GPU. Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME
-limit=$1; pairs=$2; name=$3
+# FROM/PAIR.db.xz (FROM: default .deploy; a fresh storage where that is missing); the storages and
+# logs come back under $OUT. More pairs than GPUs: the rest wait for a GPU. A committed FROM
+# (experiments/results/...) travels with the tree, so nothing but .bundle need be carried.
+# Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME [FROM]
+limit=$1; pairs=$2; name=$3; from=${4:-.deploy}
 source scripts/gpu-host.sh
 gpus=$(nvidia-smi -L | wc -l)
 run_pair() {  # pair gpu
@@ -11,7 +13,7 @@ run_pair() {  # pair gpu
   mkdir -p "$w"
   if [ ! -f "$w/.unpacked" ]; then
     rm -f "$w"/deploy.db*
-    [ -f ".deploy/$pair.db.xz" ] && xz -dc ".deploy/$pair.db.xz" > "$w/deploy.db"
+    [ -f "$from/$pair.db.xz" ] && xz -dc "$from/$pair.db.xz" > "$w/deploy.db"
     touch "$w/.unpacked"
   fi
   # trials left RUNNING by an earlier call's killed process (another host: its PID tells nothing);

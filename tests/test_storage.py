@@ -133,3 +133,29 @@ def test_a_permanent_connection_error_is_not_retried(monkeypatch):
     with pytest.raises(database.StorageError, match="Connection refused|connection"):
         open_storage("postgresql://nobody@127.0.0.1:1/nothing")
     assert sleeps == []
+
+
+def test_a_read_only_reader_opens_the_file_again_after_a_torn_read(tmp_path, monkeypatch):
+    # opened "immutable" while no process had the file open, a reader can find it changing under
+    # it when a writer starts and checkpoints; it then opens the file again and reads once more
+    import sqlalchemy.exc
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    optuna.create_study(storage=url, study_name="s").optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    db = TuningDatabase(url, "s", read_only=True)
+    torn = db.study
+
+    def malformed(*args, **kwargs):
+        try:
+            raise sqlalchemy.exc.DatabaseError("SELECT", {}, Exception("database disk image is malformed"))
+        except sqlalchemy.exc.DatabaseError as exc:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from exc
+
+    monkeypatch.setattr(torn, "get_trials", malformed)
+    assert len(db.trials()) == 2 and db.study is not torn
+    # any other storage error is not a torn read
+    monkeypatch.setattr(db.study, "get_trials", lambda *a, **k: (_ for _ in ()).throw(
+        optuna.exceptions.StorageInternalError("disk I/O error")))
+    with pytest.raises(optuna.exceptions.StorageInternalError):
+        db.trials()
+    db.close()

@@ -51,7 +51,7 @@ def compile_one(n: int, k: int, dtype: str, layout: str, name: str, shift: bool)
     from tilesearch.target import Target
 
     config = {**BASE, **CONFIGS[name]}
-    target = Target(arch="sm_90a", smem_per_block=232448, num_sms=132, l2_bytes=52428800, gpu="H100")
+    target = Target.from_arch("sm_90a")
     knobs = {key: v for key, v in config.items() if key != "warp_specialize"}
     program = gemm.gemm_program(T.dynamic("m"), n, k, dtype, layout, **knobs, num_sms=target.num_sms,
                                 shift_edges=shift)

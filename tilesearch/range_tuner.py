@@ -186,19 +186,23 @@ def tune_range(
     tuned: dict[int, TuneResult] = {}
     sizes = sorted({size_range.lo, _geometric_middle(size_range), size_range.hi})
     with _Stages(settings, runner) as stages:
-        while True:
-            for size in sizes:
-                hints = [r.best[0].config for r in tuned.values() if r.best]
-                tuned[size] = _tune_size(operator, size_range, rest, size, settings, stages, hints)
+
+        def decide() -> tuple[Table, Any, list[Bucket]]:
+            """Every tuned size's winners measured at every tuned size, and the buckets from that."""
             table = _cross_measure(operator, size_range, rest, tuned, settings, stages, ranges.tolerance)
             if not table.latency:
                 raise NoBucketsError(
                     f"no correct configuration at any tuned size of {operator.name} "
                     f"{range_key(operator, size_range, rest)}; tune more trials per size"
                 )
-            target = next(iter(tuned.values())).target
-            shape = _modelled(operator, size_range, rest, table, target)
-            found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance, shape)
+            shape = _modelled(operator, size_range, rest, table, next(iter(tuned.values())).target)
+            return table, shape, bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance, shape)
+
+        while True:
+            for size in sizes:
+                hints = [r.best[0].config for r in tuned.values() if r.best]
+                tuned[size] = _tune_size(operator, size_range, rest, size, settings, stages, hints)
+            table, shape, found = decide()
             room = ranges.sizes - len(tuned)
             # one size a round: the table then has the last size's winners before the next is
             # placed, so the sizes go where the losses are, not all into the first round's gaps
@@ -206,18 +210,14 @@ def tune_range(
             if not sizes:
                 break
         if ranges.refine > 0 and _refine(operator, size_range, rest, tuned, settings, stages, ranges.refine):
-            table = _cross_measure(operator, size_range, rest, tuned, settings, stages, ranges.tolerance)
-            shape = _modelled(operator, size_range, rest, table, target)
-            found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance, shape)
+            table, shape, found = decide()
         probed: dict[int, TuneResult] = {}
         if ranges.probes > 0:
             between = bucketing.probe_sizes(found, list(tuned), ranges.probes, table, ranges.tolerance, shape)
             probed = _probe(operator, size_range, rest, tuned, settings, stages, between, ranges.tolerance)
             if probed:
                 tuned.update(probed)
-                table = _cross_measure(operator, size_range, rest, tuned, settings, stages, ranges.tolerance)
-                shape = _modelled(operator, size_range, rest, table, target)
-                found = bucketing.cover(table, size_range.lo, size_range.hi, ranges.tolerance, shape)
+                table, shape, found = decide()
     first = next(iter(tuned.values()))
     result = RangeResult(
         op=operator.name, name=size_range.name, lo=size_range.lo, hi=size_range.hi,

@@ -18,7 +18,7 @@ from tilesearch.testing.toy import TOY_OP
 from tilesearch.trial_table import rows
 
 SETTINGS = MeasureSettings()
-FIRST, LOOK, CAP = 60, 20, 600  # rounds: an 8192^3 GEMM's 200 ms batch, its first look (RACE_ROUNDS), 2 s cap
+FIRST, LOOK, CAP = 60, 20, 600  # rounds: an 8192^3 GEMM's 200 ms batch, a first look, the 2 s cap
 
 
 class Stream:

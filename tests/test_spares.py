@@ -492,3 +492,33 @@ def test_a_tune_interrupted_while_the_runner_measures_leaves_no_worker(tmp_path)
     assert line is not None, done.stderr[-2000:]
     pid = int(line.split()[2])
     assert line.endswith("now None children []") and not alive(pid), line
+
+
+class NotesSettle(CpuRunner):
+    """A CPU runner whose re-time processes note the settle they were given."""
+
+    together_fn = "test_spares:together_noting_settle"
+
+
+def together_noting_settle(candidates, settings, peers=()):
+    from tilesearch.testing.cpu import measure_together
+
+    with open(os.environ["SETTLE_LOG"], "a") as f:
+        f.write(f"{settings.settle_ms}\n")
+    return measure_together(candidates, settings, peers)
+
+
+def test_a_retimes_later_processes_settle_shorter_than_its_first(tmp_path, monkeypatch):
+    # the first process may follow idle time; the next follow the previous one's rounds at once
+    from tilesearch.runner.measure import FINAL_RESETTLE_MS, FINAL_SETTLE_MS
+
+    monkeypatch.setenv("SETTLE_LOG", str(tmp_path / "settle"))
+    runner = NotesSettle(timeout=60, settings=MeasureSettings(final_processes=3))
+    try:
+        runner.start()
+        runner.retime([Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128},
+                                 TARGET, FAULTY_CPU_OP)])
+    finally:
+        runner.close()
+    settles = [float(x) for x in (tmp_path / "settle").read_text().split()]
+    assert settles == [FINAL_SETTLE_MS, FINAL_RESETTLE_MS, FINAL_RESETTLE_MS] and FINAL_RESETTLE_MS < FINAL_SETTLE_MS

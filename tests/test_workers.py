@@ -56,3 +56,13 @@ def test_a_nice_worker_yields_the_cpu_and_so_do_its_compilers():
         assert COMPILE_NICE > 0 and [w.nice for w in builder._all] == [COMPILE_NICE] * 2
     finally:
         builder.close()
+
+
+def test_a_stopped_worker_runs_its_exit_handlers_and_exits_cleanly(tmp_path):
+    # the worker skips Python's module teardown on the way out, not what libraries registered
+    marker = tmp_path / "cleaned"
+    worker = IsolatedWorker()
+    worker.call(f"{CALLS}:on_exit_write", str(marker), timeout=60)
+    proc = worker._proc
+    worker.stop()
+    assert proc.exitcode == 0 and marker.exists()

@@ -38,7 +38,7 @@ from typing import Any
 
 from tilesearch.records import Candidate, Incumbent, RunResult, Status
 from tilesearch.runner.base import NoDeviceError, Runner
-from tilesearch.runner.measure import MeasureSettings
+from tilesearch.runner.measure import FINAL_RESETTLE_MS, MeasureSettings
 from tilesearch.runner.peer import Peer
 from tilesearch.runner.pool import MAX_PROCESSES, disagree, pool
 from tilesearch.target import Target
@@ -211,6 +211,8 @@ class LocalRunner(Runner):
         processes: list[list[RunResult]] = []
         while len(processes) < MAX_PROCESSES:
             settings = replace(self.settings, seed=self.settings.seed + len(processes))
+            if processes:  # right after the previous process's rounds: the GPU is under load already
+                settings = replace(settings, settle_ms=min(settings.settle_ms, FINAL_RESETTLE_MS))
             worker = self._take_fresh()
             began = time.perf_counter()
             try:

@@ -33,8 +33,11 @@ such trials still took a median 1,391 rounds and 0.58 s each. The first look is 
 time and the looks double from there, so a trial is timed about as long as its distance from the
 incumbent needs; the extra looks cost a bootstrap each, milliseconds on the host.
 :data:`RACE_ROUNDS` keeps a look meaningful where a round is long: each of the :data:`PLACEMENTS`
-copies runs five times, and the bootstrap bounds of a median of 20 rounds
-are interior order statistics, not the sample's extremes. The margin, three times the precision,
+copies runs at least twice, and the 95% bounds of a median of 10 rounds are interior order
+statistics (the 2nd and 9th), not the sample's extremes. It was 20 rounds: at 8192^3 a round
+(the kernel and the baseline, each behind an L2 flush) takes about 4.5 ms, and the 42 raced
+trials of README's main command took 148 ms each, 6.2 s of its 29 s (RESULTS.md, fast-tuning
+issue); their ratios were 0.70-0.79 against an incumbent's 0.93, decided at either look. The margin, three times the precision,
 also covers the up to 1% that a short kernel's ratio shifts from one worker process to the next
 (:mod:`tilesearch.runner.pool`), since the incumbent may have been timed in another one. ``rep_ms``
 itself stays 200 ms: it is the least a trial is timed before it may stop as precise, the setting
@@ -63,9 +66,16 @@ FINAL_MAX_MS = 6000.0  # GPU time cap of the final re-time's rounds (all candida
 # at 1980 MHz (after idle compile time) and at 1410 MHz (right after back-to-back trials), and
 # their ratios to torch.matmul, 0.997 and 1.001, missed each other's intervals by 0.2%.
 FINAL_SETTLE_MS = 1500.0
+# A re-time's later process settles for less: it starts within a second of the previous process's
+# last timed round (its spare is warm already; loading and checking take 0.4-0.6 s at 8192^3), so the
+# GPU comes from sustained load, not from idle, and the clock it holds under load is reached again
+# within a few hundred rounds' time. At 1.5 s each, the two processes' settling was 3 s of the 6 s
+# re-time of README's main command. Should the shorter settle leave processes apart, the pool's
+# rule (:func:`tilesearch.runner.pool.disagree`) adds a process, as it would for any other cause.
+FINAL_RESETTLE_MS = 300.0
 PLACEMENTS = 4  # copies of the inputs the timed rounds cycle through (fewer where memory is short)
 PLACEMENT_MEMORY_SHARE = 0.2  # of the free GPU memory, at most, for the extra copies
-RACE_ROUNDS = 20  # rounds of a racing trial's first look, at least (see the module docstring)
+RACE_ROUNDS = 10  # rounds of a racing trial's first look, at least (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,9 @@ class MeasureSettings:
             to ``precision``.
         race_ms: GPU time of a racing trial's first look (at least :data:`RACE_ROUNDS` rounds,
             at most the ``rep_ms`` batch); the next looks double its rounds up to that batch.
+        settle_ms: GPU time of the untimed rounds that open a final re-time's timing
+            (:data:`FINAL_SETTLE_MS`; the runner gives a re-time's later processes
+            :data:`FINAL_RESETTLE_MS`).
     """
 
     warmup_ms: float = 25.0
@@ -111,6 +124,7 @@ class MeasureSettings:
     drift: float = 0.003
     race_margin: float = 0.03
     race_ms: float = 5.0
+    settle_ms: float = FINAL_SETTLE_MS
 
 
 def device_info() -> dict[str, Any]:
@@ -570,7 +584,7 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
         return []
     # the final figures: allow more rounds than a trial of the search gets, after a settling warm-up
     settings = replace(settings, max_ms=max(settings.max_ms, FINAL_MAX_MS),
-                       warmup_ms=max(settings.warmup_ms, FINAL_SETTLE_MS))
+                       warmup_ms=max(settings.warmup_ms, settings.settle_ms))
     start = time.perf_counter()
     first = candidates[0]
     op = first.load_op()

@@ -508,17 +508,80 @@ def together_noting_settle(candidates, settings, peers=()):
     return measure_together(candidates, settings, peers)
 
 
-def test_a_retimes_later_processes_settle_shorter_than_its_first(tmp_path, monkeypatch):
-    # the first process may follow idle time; the next follow the previous one's rounds at once
-    from tilesearch.runner.measure import FINAL_RESETTLE_MS, FINAL_SETTLE_MS
+def retime_settles(tmp_path, monkeypatch, ready):
+    """The settle each of a 3-process re-time's processes was given; ``ready``: its spares warmed
+    up before it starts, else the runner pauses 0.2 s between processes (:data:`RESETTLE_WITHIN_S`
+    made shorter than that, so that no test hangs on a slow machine's start)."""
+    from tilesearch.runner import local
 
     monkeypatch.setenv("SETTLE_LOG", str(tmp_path / "settle"))
+    if not ready:
+        monkeypatch.setattr(local, "RESETTLE_WITHIN_S", 0.1)
+        take = local.LocalRunner._take_fresh
+        monkeypatch.setattr(local.LocalRunner, "_take_fresh", lambda self: (time.sleep(0.2), take(self))[1])
     runner = NotesSettle(timeout=60, settings=MeasureSettings(final_processes=3))
     try:
         runner.start()
+        if ready:
+            runner.expect_retime()
+            deadline = time.monotonic() + 120
+            while not all(s.ready for s in runner._spares) and time.monotonic() < deadline:
+                time.sleep(0.05)
         runner.retime([Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128},
                                  TARGET, FAULTY_CPU_OP)])
     finally:
         runner.close()
-    settles = [float(x) for x in (tmp_path / "settle").read_text().split()]
-    assert settles == [FINAL_SETTLE_MS, FINAL_RESETTLE_MS, FINAL_RESETTLE_MS] and FINAL_RESETTLE_MS < FINAL_SETTLE_MS
+    return [float(x) for x in (tmp_path / "settle").read_text().split()]
+
+
+def test_a_retimes_later_processes_settle_shorter_when_they_follow_at_once(tmp_path, monkeypatch):
+    # the first process may follow idle time; the next follow the previous one's rounds at once
+    from tilesearch.runner.measure import FINAL_RESETTLE_MS, FINAL_SETTLE_MS
+
+    assert retime_settles(tmp_path, monkeypatch, ready=True) == [FINAL_SETTLE_MS, FINAL_RESETTLE_MS, FINAL_RESETTLE_MS]
+    assert FINAL_RESETTLE_MS < FINAL_SETTLE_MS
+
+
+def test_a_process_that_follows_a_pause_settles_in_full(tmp_path, monkeypatch):
+    from tilesearch.runner.measure import FINAL_SETTLE_MS
+
+    assert retime_settles(tmp_path, monkeypatch, ready=False) == [FINAL_SETTLE_MS] * 3
+
+
+class Disagreeing(CpuRunner):
+    """A CPU runner whose re-time processes never agree: each reports the kernel slower by its seed."""
+
+    together_fn = "test_spares:together_disagreeing"
+
+
+def together_disagreeing(candidates, settings, peers=()):
+    from dataclasses import replace
+
+    from tilesearch.testing.cpu import measure_together
+
+    with open(os.environ["CALLED_LOG"], "a") as f:
+        f.write(f"{time.monotonic()}\n")
+    shift = 1.0 + settings.seed
+    return [replace(r, speedup=None, speedup_low=None, speedup_high=None, latency_ms=shift,
+                    latency_low=shift - 0.01, latency_high=shift + 0.01) for r in measure_together(candidates, settings, peers)]
+
+
+def test_once_processes_disagree_every_further_one_starts_at_once(tmp_path, monkeypatch):
+    # one after another, each start (6 s on the H100 host) came between two processes
+    from tilesearch.runner import local
+    from tilesearch.runner.pool import MAX_PROCESSES
+
+    monkeypatch.setenv("CALLED_LOG", str(tmp_path / "called"))
+    started = []
+    spare = local.LocalRunner._spare
+    monkeypatch.setattr(local.LocalRunner, "_spare", lambda self: (started.append(time.monotonic()), spare(self))[1])
+    runner = Disagreeing(timeout=60, settings=MeasureSettings(final_processes=2))
+    try:
+        runner.start()
+        results = runner.retime([Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128},
+                                           TARGET, FAULTY_CPU_OP)])
+    finally:
+        runner.close()
+    called = [float(x) for x in (tmp_path / "called").read_text().split()]
+    assert results[0].extra["processes"] == len(called) == MAX_PROCESSES
+    assert len(started) == MAX_PROCESSES - 2 and all(t < called[2] for t in started)  # both before process 3 ran

@@ -38,7 +38,7 @@ from typing import Any
 
 from tilesearch.records import Candidate, Incumbent, RunResult, Status
 from tilesearch.runner.base import NoDeviceError, Runner
-from tilesearch.runner.measure import FINAL_RESETTLE_MS, MeasureSettings
+from tilesearch.runner.measure import FINAL_RESETTLE_MS, RESETTLE_WITHIN_S, MeasureSettings
 from tilesearch.runner.peer import Peer
 from tilesearch.runner.pool import MAX_PROCESSES, disagree, pool
 from tilesearch.target import Target
@@ -209,19 +209,23 @@ class LocalRunner(Runner):
         if self._worker.alive:  # it stays for the next problem; the memory its allocator holds goes back
             self._worker.call("torch.cuda:empty_cache", timeout=self.timeout)
         processes: list[list[RunResult]] = []
+        ended = 0.0
         while len(processes) < MAX_PROCESSES:
+            if len(processes) >= self.settings.final_processes:  # they disagreed: see _more_spares
+                self._more_spares(MAX_PROCESSES - len(processes))
             settings = replace(self.settings, seed=self.settings.seed + len(processes))
-            if processes:  # right after the previous process's rounds: the GPU is under load already
-                settings = replace(settings, settle_ms=min(settings.settle_ms, FINAL_RESETTLE_MS))
             worker = self._take_fresh()
             began = time.perf_counter()
+            if processes and began - ended < RESETTLE_WITHIN_S:  # the GPU comes from the previous rounds
+                settings = replace(settings, settle_ms=min(settings.settle_ms, FINAL_RESETTLE_MS))
             try:
                 result = worker.call(self.together_fn, list(candidates), settings, list(peers),
                                      timeout=self.timeout * (len(candidates) + 1) + 600 * len(peers))
             except BaseException:  # Ctrl-C, SIGTERM: it is no spare any more, so close() would not stop it
                 worker.close(kill=True)
                 raise
-            self._add("final: process", time.perf_counter() - began)
+            ended = time.perf_counter()
+            self._add("final: process", ended - began)
             spent = next((r.extra["phases"] for r in result.value if "phases" in r.extra), {}) if result.ok else {}
             for phase, seconds in spent.items():
                 self._add(f"final: {phase}", seconds)
@@ -247,6 +251,15 @@ class LocalRunner(Runner):
 
     def _top_up(self) -> None:
         while len(self._spares) < self._spares_wanted:
+            self._spares.append(self._spare())
+
+    def _more_spares(self, wanted: int) -> None:
+        """Starts spares until ``wanted`` are there, side by side. Once the re-time's processes
+        disagree, every process it may still add starts at once: one after another, each
+        start (6 s on the H100 host, most of it importing torch) came between two processes
+        while the GPU sat idle, and a re-time of 4 processes took 20 s of README's main command
+        against 5 s for 2. Nothing is timed while they start."""
+        while len(self._spares) < wanted:
             self._spares.append(self._spare())
 
     def _take_fresh(self) -> IsolatedWorker:

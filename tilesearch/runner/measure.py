@@ -66,13 +66,14 @@ FINAL_MAX_MS = 6000.0  # GPU time cap of the final re-time's rounds (all candida
 # at 1980 MHz (after idle compile time) and at 1410 MHz (right after back-to-back trials), and
 # their ratios to torch.matmul, 0.997 and 1.001, missed each other's intervals by 0.2%.
 FINAL_SETTLE_MS = 1500.0
-# A re-time's later process settles for less: it starts within a second of the previous process's
-# last timed round (its spare is warm already; loading and checking take 0.4-0.6 s at 8192^3), so the
+# A re-time's later process settles for less when its spare was ready: it then starts within a second
+# of the previous process's last round (loading and checking take 0.4-0.6 s at 8192^3), so the
 # GPU comes from sustained load, not from idle, and the clock it holds under load is reached again
-# within a few hundred rounds' time. At 1.5 s each, the two processes' settling was 3 s of the 6 s
+# within a few hundred milliseconds. At 1.5 s each, the two processes' settling was 3 s of the 6 s
 # re-time of README's main command. Should the shorter settle leave processes apart, the pool's
 # rule (:func:`tilesearch.runner.pool.disagree`) adds a process, as it would for any other cause.
 FINAL_RESETTLE_MS = 300.0
+RESETTLE_WITHIN_S = 1.0  # the most the GPU may wait between two processes for the shorter settle
 PLACEMENTS = 4  # copies of the inputs the timed rounds cycle through (fewer where memory is short)
 PLACEMENT_MEMORY_SHARE = 0.2  # of the free GPU memory, at most, for the extra copies
 RACE_ROUNDS = 10  # rounds of a racing trial's first look, at least (see the module docstring)

@@ -362,3 +362,23 @@ def test_the_command_line_takes_every_range_setting():
     from tilesearch.range_cli import RANGE_KEYS
 
     assert set(RANGE_KEYS) == set(RangeSettings.keys())
+
+
+def test_a_range_run_again_tunes_the_sizes_it_placed_before_deciding_anything(tmp_path, monkeypatch):
+    # placed again from later figures, a resumed range on the H100 tuned other sizes, deciding
+    # (cross-measuring, compiling) between each two
+    settings = TuneSettings(strategy="random", trials=3, progress=False, storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    params = {"m": "1..4096", "n": N, "k": K, "layout": "nt"}
+    first = tune_range("gemm", params, settings=settings, ranges=RangeSettings(sizes=4, probes=0), runner=runner)
+    name = range_tuner.record_name("gemm", first.key, first.arch)
+    placed = range_tuner._placed(settings.storage, name)
+    assert sorted(placed) == sorted(first.studies) and placed[:3] == [1, 64, 4096]
+
+    range_tuner._note_placed(settings.storage, name, [1, 64, 4096, 700])  # as if an earlier run had placed 700
+    decided_on = []
+    cross_measure = range_tuner._cross_measure
+    monkeypatch.setattr(range_tuner, "_cross_measure",
+                        lambda op, sr, rest, tuned, *a: (decided_on.append(sorted(tuned)), cross_measure(op, sr, rest, tuned, *a))[1])
+    again = tune_range("gemm", params, settings=settings, ranges=RangeSettings(sizes=4, probes=0), runner=runner)
+    assert decided_on[0] == [1, 64, 700, 4096] and sorted(again.studies) == [1, 64, 700, 4096]
+    assert range_tuner._placed(settings.storage, name) == [1, 64, 4096, 700]

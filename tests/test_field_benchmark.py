@@ -237,3 +237,30 @@ def test_a_kernel_tuner_run_past_its_time_limit_raises(data_dir, tmp_path, monke
     cache = kts.export(dataset.load(data_dir / "a.jsonl.gz"), tmp_path / "a.json")
     with pytest.raises(TimeoutError, match="within 0.5 s"):
         kts.run(cache, "greedy_ils", 0, max_fevals=10, time_limit=0.5)
+
+
+def test_nearest_untried_counts_rank_steps_of_numeric_knobs_and_mismatches_of_others():
+    from tilesearch.space import Categorical, PowerOfTwo, Space
+
+    space = Space([PowerOfTwo("block_m", 32, 256), Categorical("policy", ("a", "b"))])
+    rows = [dataset.Row(config={"block_m": m, "policy": p}, status="ok", latency_ms=1.0)
+            for m, p in [(64, "b"), (32, "a"), (256, "a")]]
+    # 128 with policy a: 256/a is one rank step of three away (1/3), 32/a two (2/3), 64/b one and a mismatch (4/3)
+    near = fb.nearest_untried(space, {"block_m": 128, "policy": "a"}, rows, {})
+    assert near.config == {"block_m": 256, "policy": "a"}
+    seen = {config_key(near.config): near}
+    assert fb.nearest_untried(space, {"block_m": 128, "policy": "a"}, rows, seen).config == {"block_m": 32, "policy": "a"}
+    assert fb.nearest_untried(space, {"block_m": 128, "policy": "a"}, rows, {config_key(r.config): r for r in rows}) is None
+
+
+def test_optuna_gp_measures_one_untried_row_per_ask_even_on_a_sparse_sample(data_dir, tmp_path, monkeypatch):
+    # asked and told as CMA-ES is, GPSampler proposed rejected and repeated configurations again
+    # and again, fitting its model for each ask
+    full = dataset.load(data_dir / "a.jsonl.gz")
+    rows = [r for r in full.rows if r.ok][::4]
+    sparse = dataset.write(tmp_path / "sparse.jsonl.gz", {**full.meta, "sample": {"method": "uniform", "seed": 0,
+                                                                                 "uniform": len(rows), "planned": len(rows)}}, rows)
+    asks, real = [], fb.nearest_untried
+    monkeypatch.setattr(fb, "nearest_untried", lambda *a: (asks.append(1), real(*a))[1])
+    run = fb.optuna_run(sparse, "gp", 0, horizon=15, cap=15)
+    assert len(run.tflops) == 15 and len(asks) == 15  # one ask a measured row, every one new

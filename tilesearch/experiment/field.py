@@ -14,10 +14,14 @@ compares and calls :func:`main`. Each strategy runs once per seed on each datase
   ``MAX_IDLE_PROPOSALS`` asks in a row that measure nothing new, one untried configuration of
   the dataset is drawn at random and measured, as tilesearch's loop falls back for TPE: on a
   sample of a large space (1 configuration in 700 of the full GEMM space's grid) CMA-ES
-  otherwise ended its asks having measured 18; ``gp`` is
-  not in the default list: Optuna's GPSampler took more than 7 s of CPU per trial on the 2-core
-  machine the committed results come from (one 40-trial run did not finish in 14 minutes);
-  ``--strategies ...,gp`` runs it;
+  otherwise ended its asks having measured 18. ``gp`` measures, for each ask, the untried
+  configuration of the dataset nearest to the proposal (:func:`nearest_untried`), told to the
+  study as a trial of its own, the proposal itself as pruned: each ask then measures one
+  configuration, as a Bayesian optimizer over a finite set of valid configurations does. Asked
+  and told like CMA-ES, GPSampler learned nothing from a rejected or repeated proposal, proposed
+  it again, and fitted its model again for each ask: more than 7 s of CPU per trial on the
+  2-core machine (one 40-trial run did not finish in 14 minutes). It is still not in the default
+  list, for its fitting time; ``--strategies ...,gp`` runs it;
 - Kernel Tuner's (``kt:NAME``, see :data:`tilesearch.experiment.kernel_tuner.STRATEGIES`) in Kernel Tuner's own
   simulation mode on the dataset exported to its cache format (:mod:`tilesearch.experiment.kernel_tuner`);
   ``kt:NAME/reversed`` lists every knob's values in reverse order in the export (differential
@@ -101,6 +105,18 @@ def optuna_run(data: dataset.Dataset, name: str, seed: int, *, horizon: int, cap
         trial = study.ask(distributions)
         overhead += time.perf_counter() - start
         config = space.from_params(trial.params)
+        if name in SNAPPED:
+            row = nearest_untried(space, config, fallback, seen)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)  # the proposal; its nearest is measured
+            if row is None:
+                break
+            seen[config_key(row.config)] = row
+            ok = row.ok and row.latency_ms is not None
+            best = min(best, row.latency_ms) if ok else best
+            study.add_trial(optuna.trial.create_trial(
+                params=space.to_params(row.config), distributions=distributions, value=row.latency_ms if ok else None,
+                state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL))
+            continue
         if space.why_invalid(config) is not None:
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             idle += 1
@@ -115,6 +131,34 @@ def optuna_run(data: dataset.Dataset, name: str, seed: int, *, horizon: int, cap
         else:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
     return rr._run(name, seed, list(seen.values()), overhead)
+
+
+SNAPPED = ("gp",)  # Optuna's samplers whose proposals are measured at the nearest untried configuration
+
+
+def nearest_untried(space: Any, config: dict[str, Any], rows: Sequence[dataset.Row], seen: dict[str, Any]) -> Any:
+    """The first of ``rows`` (a seeded order: it breaks ties) not in ``seen`` nearest to
+    ``config``: a knob whose values are all numbers adds the distance of their ranks, over the
+    whole span (1 from the first value to the last), any other knob 1 where the values differ.
+    None when every row was tried."""
+    ranks = {}
+    for knob in space.knobs:
+        values = knob.values()
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        ranks[knob.name] = ({v: i / max(1, len(values) - 1) for i, v in enumerate(sorted(values))} if numbers else None)
+
+    def distance(other: dict[str, Any]) -> float:
+        total = 0.0
+        for name, rank in ranks.items():
+            a, b = config.get(name), other.get(name)
+            if rank is not None and a in rank and b in rank:
+                total += abs(rank[a] - rank[b])
+            elif a != b:
+                total += 1.0
+        return total
+
+    untried = (r for r in rows if config_key(r.config) not in seen)
+    return min(untried, key=lambda r: distance(r.config), default=None)
 
 
 class Runs:

@@ -137,25 +137,35 @@ def test_a_permanent_connection_error_is_not_retried(monkeypatch):
 
 def test_a_read_only_reader_opens_the_file_again_after_a_torn_read(tmp_path, monkeypatch):
     # opened "immutable" while no process had the file open, a reader can find it changing under
-    # it when a writer starts and checkpoints; it then opens the file again and reads once more
+    # it when a writer starts and checkpoints; it then opens the file again and reads once more,
+    # whoever reads (a TuningDatabase, show's summaries, an export)
     import sqlalchemy.exc
+
+    from tilesearch import storage
 
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     optuna.create_study(storage=url, study_name="s").optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
     db = TuningDatabase(url, "s", read_only=True)
-    torn = db.study
+    assert isinstance(db.storage, storage.ReadOnlySQLite)
+    engine, real = db.storage.engine, optuna.storages.RDBStorage._get_trials
+    failures = []
 
-    def malformed(*args, **kwargs):
-        try:
-            raise sqlalchemy.exc.DatabaseError("SELECT", {}, Exception("database disk image is malformed"))
-        except sqlalchemy.exc.DatabaseError as exc:
-            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from exc
+    def torn_once(self, *args, **kwargs):
+        if not failures:
+            failures.append(1)
+            try:
+                raise sqlalchemy.exc.DatabaseError("SELECT", {}, Exception("database disk image is malformed"))
+            except sqlalchemy.exc.DatabaseError as exc:
+                raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from exc
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(torn, "get_trials", malformed)
-    assert len(db.trials()) == 2 and db.study is not torn
+    monkeypatch.setattr(optuna.storages.RDBStorage, "_get_trials", torn_once)  # what Optuna's study cache reads through
+    monkeypatch.setattr(storage.ReadOnlySQLite, "_get_trials", storage._read_again("_get_trials"))
+    assert len(db.trials()) == 2 and failures == [1] and db.storage.engine is not engine
     # any other storage error is not a torn read
-    monkeypatch.setattr(db.study, "get_trials", lambda *a, **k: (_ for _ in ()).throw(
+    monkeypatch.setattr(optuna.storages.RDBStorage, "get_all_studies", lambda *a, **k: (_ for _ in ()).throw(
         optuna.exceptions.StorageInternalError("disk I/O error")))
-    with pytest.raises(optuna.exceptions.StorageInternalError):
-        db.trials()
+    monkeypatch.setattr(storage.ReadOnlySQLite, "get_all_studies", storage._read_again("get_all_studies"))
+    with pytest.raises(optuna.exceptions.StorageInternalError, match="disk I/O"):
+        db.storage.get_all_studies()
     db.close()

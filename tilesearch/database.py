@@ -237,9 +237,6 @@ class TuningDatabase:
             self.storage = storage
         else:
             self.storage = open_storage(storage, heartbeat, read_only=read_only)
-        # how to open it again: a read-only SQLite file opened "immutable" while no process had it
-        # open can be checkpointed into by a writer that starts later (see _reread)
-        self._reopen = (storage, name, sampler) if read_only and self._owned else None
         if read_only:
             try:
                 self.study = optuna.load_study(storage=self.storage, study_name=name, sampler=sampler)
@@ -283,32 +280,7 @@ class TuningDatabase:
             self.storage.engine.dispose()
 
     def trials(self) -> list[FrozenTrial]:
-        try:
-            return self.study.get_trials(deepcopy=False)
-        except optuna.exceptions.StorageInternalError as exc:
-            if not self._reread(exc):
-                raise
-            return self.study.get_trials(deepcopy=False)
-
-    def _reread(self, exc: BaseException) -> bool:
-        """Opens a read-only SQLite storage again after a read that found the file changing under
-        it ("database disk image is malformed"): opened ``immutable`` while no process had the
-        file open (:func:`tilesearch.storage._read_only_sqlite`), it is not protected from a
-        writer that starts and checkpoints its log into the file meanwhile. Opened again, the
-        reader follows that writer's log with the usual locks (or reads the finished file). In CI
-        two chains of tuning processes killed at random moments shared one file, and a read
-        between two of them failed this way once, just after a tuning process had read and
-        written the same file without error (whether the file was damaged was not checked)."""
-        cause: BaseException | None = exc
-        while cause is not None and "malformed" not in str(cause):
-            cause = cause.__cause__ or cause.__context__
-        if self._reopen is None or cause is None:
-            return False
-        url, name, sampler = self._reopen
-        self.close()
-        self.storage = open_storage(url, read_only=True)
-        self.study = optuna.load_study(storage=self.storage, study_name=name, sampler=sampler)
-        return True
+        return self.study.get_trials(deepcopy=False)
 
     def records(self) -> list[TrialRecord]:
         return _records(self.trials())

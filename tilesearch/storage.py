@@ -54,7 +54,7 @@ def rdb_storage(url: str, heartbeat: int | None = None, *, read_only: bool = Fal
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": 120}}
         heartbeat = None
         if read_only:
-            url = _read_only_sqlite(url.split("///", 1)[1])
+            return ReadOnlySQLite(url.split("///", 1)[1], engine_kwargs=kwargs["engine_kwargs"])
     url = _postgres_driver(url)
     with warnings.catch_warnings():  # heartbeats and the retry callback are marked experimental
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -71,6 +71,63 @@ def rdb_storage(url: str, heartbeat: int | None = None, *, read_only: bool = Fal
     if storage.engine.name == "sqlite" and not read_only:
         _serialize_sqlite(storage.engine)
     return storage
+
+
+class ReadOnlySQLite(optuna.storages.RDBStorage):
+    """An SQLite file read through :func:`_read_only_sqlite`'s URL, and read again, on a
+    connection opened anew, after a read that found the file changing under it ("database disk
+    image is malformed"). Opened ``immutable`` while no process had the file open, a reader is not
+    protected from a writer that starts and checkpoints its log into the file meanwhile; opened
+    again, it follows that writer's log with the usual locks, or reads the finished file. In CI
+    two chains of killed tuning processes shared one file, and a read between two of them failed
+    this way once. Every read of the storage is covered (:data:`READS`): ``show``, ``export`` and
+    a served study read through it."""
+
+    def __init__(self, path: str, **kwargs: Any) -> None:
+        self._path, self._kwargs = path, kwargs
+        super().__init__(_read_only_sqlite(path), skip_table_creation=True, **kwargs)
+
+    def reopen(self) -> None:
+        """Drops the connections and connects again, with the flag the file needs now."""
+        self.remove_session()
+        self.engine.dispose()
+        super().__init__(_read_only_sqlite(self._path), skip_table_creation=True, **self._kwargs)
+
+
+# every read: the storage's own, and those Optuna's study cache calls on it
+READS = tuple(n for n in dir(optuna.storages.RDBStorage)
+              if n.startswith("get_") or n in ("_get_trials", "_get_best_trial_id", "_get_stale_trial_ids"))
+
+
+def torn(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says an SQLite file changed under its reader."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if "malformed" in str(cause):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _read_again(name: str) -> Any:
+    read = getattr(optuna.storages.RDBStorage, name)
+
+    def again(self: ReadOnlySQLite, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return read(self, *args, **kwargs)
+        except Exception as exc:
+            if not torn(exc):
+                raise
+        self.reopen()
+        return read(self, *args, **kwargs)
+
+    again.__name__ = again.__qualname__ = name
+    again.__doc__ = read.__doc__
+    return again
+
+
+for _name in READS:
+    setattr(ReadOnlySQLite, _name, _read_again(_name))
 
 
 def _read_only_sqlite(path: str) -> str:

@@ -211,8 +211,8 @@ class LocalRunner(Runner):
         processes: list[list[RunResult]] = []
         ended = 0.0
         while len(processes) < MAX_PROCESSES:
-            if len(processes) >= self.settings.final_processes:  # they disagreed: see _more_spares
-                self._more_spares(MAX_PROCESSES - len(processes))
+            if len(processes) >= self.settings.final_processes:  # they disagreed: see _top_up
+                self._top_up(MAX_PROCESSES - len(processes))
             settings = replace(self.settings, seed=self.settings.seed + len(processes))
             worker = self._take_fresh()
             began = time.perf_counter()
@@ -249,17 +249,13 @@ class LocalRunner(Runner):
         self._started += 1
         return _Warming(IsolatedWorker(env=self.env, name=f"{self._name}-spare{self._started}"), self.info_fn)
 
-    def _top_up(self) -> None:
-        while len(self._spares) < self._spares_wanted:
-            self._spares.append(self._spare())
-
-    def _more_spares(self, wanted: int) -> None:
-        """Starts spares until ``wanted`` are there, side by side. Once the re-time's processes
-        disagree, every process it may still add starts at once: one after another, each
-        start (6 s on the H100 host, most of it importing torch) came between two processes
-        while the GPU sat idle, and a re-time of 4 processes took 20 s of README's main command
-        against 5 s for 2. Nothing is timed while they start."""
-        while len(self._spares) < wanted:
+    def _top_up(self, wanted: int | None = None) -> None:
+        """Starts spares, side by side, until ``wanted`` are there (by default as many as a re-time
+        to come wants). Once the re-time's processes disagree, every process it may still add starts
+        at once: one after another, each start (6 s on the H100 host, most of it importing torch)
+        came between two processes while the GPU sat idle, and a re-time of 4 processes took 20 s of
+        README's main command against 5 s for 2. Nothing is timed while they start."""
+        while len(self._spares) < (self._spares_wanted if wanted is None else wanted):
             self._spares.append(self._spare())
 
     def _take_fresh(self) -> IsolatedWorker:

@@ -189,9 +189,16 @@ def test_symbolic_kernel_still_checks_static_dims_and_agreement():
 
 @pytest.mark.nvcc
 def test_export_range_writes_one_artifact_with_run_time_m_kernels(tuned, monkeypatch):
+    from tilesearch.deploy import dispatch
+
     root, settings, _, certified = tuned
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(root / "tilelang-cache"))
+    ahead, real = [], dispatch._compile_ahead
+    monkeypatch.setattr(dispatch, "_compile_ahead", lambda result, kernels: (ahead.append(len(kernels)),
+                                                                             real(result, kernels)))
     meta = export_range(certified, root / "dispatch")
+    distinct = len({config_key(b.config) for b in certified.buckets})
+    assert ahead == ([distinct] if distinct > 1 else [])  # compiled side by side in a pool first
     assert read(root / "dispatch") == meta
     assert [(b["lo"], b["hi"]) for b in meta["buckets"]] == [(b.lo, b.hi) for b in certified.buckets]
     assert len(meta["heldout"]) == 4 and meta["summary"]["measured"] == 4

@@ -130,3 +130,33 @@ def test_only_contenders_within_the_margin_of_the_searchs_best_are_retimed():
     assert [r.number for r in contenders(top)] == [1, 2]
     assert [r.number for r in contenders(top, margin=0.6)] == [1, 2, 3, 4]
     assert contenders([]) == []
+
+
+def test_a_final_retime_of_earlier_runs_trials_compiles_them_in_the_pool_first(tmp_path):
+    # on a fresh host each re-time process compiled them one after another (37-71 s a range size)
+    from tilesearch.builder import NullBuilder
+
+    class Recording(NullBuilder):
+        def __init__(self):
+            self.submitted = []
+
+        def submit(self, candidate):
+            self.submitted.append(candidate)
+            return super().submit(candidate)
+
+    space = Space([Categorical("fault", ("none",)), Categorical("block", (256, 512)), Categorical("threads", (128,))])
+
+    def run(storage, retime):
+        builder = Recording()
+        result = tune(FAULTY_CPU_OP, {"n": 1 << 14}, space=space, runner=runner, builder=builder, strategy="grid",
+                      trials=2, retime=retime, storage=f"sqlite:///{tmp_path / storage}", progress=False)
+        return result, builder.submitted
+
+    with CpuRunner(timeout=60) as runner:
+        result, submitted = run("a.db", retime=2)  # compiled by the search itself: not again
+        assert result.final is not None and len(submitted) == 2 and "compile re-timed" not in result.phases
+        result, _ = run("b.db", retime=0)
+        assert result.final is None
+        result, submitted = run("b.db", retime=2)  # nothing left to search; the earlier run's trials re-timed
+    assert result.final is not None and "compile re-timed" in result.phases
+    assert sorted(c.config["block"] for c in submitted) == sorted(e.config["block"] for e in result.final.entries)

@@ -42,6 +42,8 @@ class Candidate:
         target: what to compile for.
         op_ref: where workers load the operator from: its registered name or an import path
             ``"module:attr"`` (see :func:`tilesearch.registry.load`); defaults to ``op``.
+        runtime: problem parameters compiled as run-time values (see
+            :attr:`~tilesearch.op.Operator.runtime_params`): an exported range's kernels.
     """
 
     op: str
@@ -49,16 +51,26 @@ class Candidate:
     config: Config
     target: Target
     op_ref: str = ""
+    runtime: tuple[str, ...] = ()
 
     def load_op(self) -> Any:
         from tilesearch import registry
 
         return registry.load(self.op_ref or self.op)
 
+    def build(self, op: Any = None) -> Any:
+        """Compiles the candidate with its operator (``op``, else loaded from ``op_ref``)."""
+        from tilesearch.op import Problem
+
+        op = op or self.load_op()
+        extra = {"runtime": self.runtime} if self.runtime else {}
+        return op.build(Problem(op.name, self.problem), self.config, self.target, **extra)
+
     @property
     def key(self) -> str:
         """Content hash of everything that changes the result except software versions."""
-        return digest(self.op, self.problem, self.config, self.target.arch)
+        runtime = [list(self.runtime)] if self.runtime else []  # keys of static kernels unchanged
+        return digest(self.op, self.problem, self.config, self.target.arch, *runtime)
 
 
 @dataclass(frozen=True)

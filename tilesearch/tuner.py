@@ -31,7 +31,7 @@ from typing import Any
 import optuna
 
 from tilesearch import provenance, registry, served, shutdown, versions
-from tilesearch.builder import Builder, LocalBuilder, NullBuilder
+from tilesearch.builder import Builder, LocalBuilder, NullBuilder, compile_ahead
 from tilesearch.claim import Claims, Verdict
 from tilesearch.database import TrialRecord, TuningDatabase, check_study_name, find_studies, study_name
 from tilesearch.errors import TilesearchError
@@ -278,6 +278,11 @@ def tune(
         final = db.final()
         if settings.retime and final is None:  # none yet, or trials were measured after it
             top = contenders(db.best(settings.retime), settings.retime_margin)
+            cold = [Candidate(problem.op, problem.to_dict(), dict(r.config), target, op_ref)
+                    for r in top if config_key(r.config) not in loop.built]
+            if cold:  # earlier runs' trials, perhaps compiled on another host
+                with phases("compile re-timed"):
+                    compile_ahead(builder, cold)
             if top:
                 with phases("final re-time"):
                     final = final_retime(runner, [(r.number, r.config) for r in top], op=problem.op,
@@ -417,6 +422,7 @@ class _Loop:
         self.measured = 0
         self.compile_s = 0.0
         self.builds = 0
+        self.built: set[str] = set()  # keys of the configurations compiled by this run
         self.run_s = 0.0
         self.wall_s = 0.0
         self.ended = 0.0
@@ -590,6 +596,7 @@ class _Loop:
         if not build.ok:
             self._record(trial, build, None)
             return
+        self.built.add(config_key(build.candidate.config))
         self.measuring = _Measuring(trial, build, _in_thread(_timed_run, self.runner, build.candidate, self.incumbent))
 
     def _collect(self) -> None:

@@ -32,12 +32,10 @@ def compile_candidate(candidate: Candidate) -> tuple[float, float]:
     """Runs in a worker process of the compile pool: compiles one candidate; returns the seconds
     it took and, of those, the seconds spent waiting on compiler processes (nvcc and the host
     compiler, which TileLang runs through :mod:`subprocess`; the rest is lowering in Python)."""
-    from tilesearch.op import Problem
-
     op = candidate.load_op()
     start = time.perf_counter()
     with _timed_subprocesses() as tools:
-        op.build(Problem(op.name, candidate.problem), candidate.config, candidate.target)
+        candidate.build(op)
     return time.perf_counter() - start, tools[0]
 
 
@@ -46,11 +44,10 @@ def compile_candidates(candidates: list[Candidate]) -> list[tuple[float, float, 
     code in shared compiler runs (:func:`tilesearch.builder.batch.compile_batch`); per candidate,
     the seconds it took, those in compiler processes, and its error, if it failed."""
     from tilesearch.builder.batch import compile_batch
-    from tilesearch.op import Problem
 
     def build(candidate: Candidate) -> Any:
         op = candidate.load_op()
-        return lambda: op.build(Problem(op.name, candidate.problem), candidate.config, candidate.target)
+        return lambda: candidate.build(op)
 
     with _timed_subprocesses() as tools:
         outcomes = compile_batch([build(c) for c in candidates])

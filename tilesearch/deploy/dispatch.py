@@ -52,17 +52,24 @@ def export_range(result: Any, out: str | os.PathLike[str]) -> dict[str, Any]:
     from tilesearch.range_tuner import summary
 
     operator = registry.load(result.op)
+    kernels: dict[str, tuple[Any, Choice]] = {}  # one kernel a distinct configuration, at its first tuned size
+    for bucket in result.buckets:
+        key = config_key(bucket.config)
+        if key not in kernels:
+            size = bucket.tuned[0]
+            db = TuningDatabase(result.storage, result.studies[size])
+            record = next(r for r in db.best(10**6) if config_key(r.config) == key)
+            choice = Choice(db.name, record, dict(db.study.user_attrs))
+            kernels[key] = (operator.problem(**{**result.params, result.name: size}), choice)
+    if len(kernels) > 1:
+        _compile_ahead(result, kernels.values())
     with staged(out) as staging:
         artifacts: dict[str, str] = {}
         table = []
         for bucket in result.buckets:
             key = config_key(bucket.config)
             if key not in artifacts:
-                size = bucket.tuned[0]
-                db = TuningDatabase(result.storage, result.studies[size])
-                record = next(r for r in db.best(10**6) if config_key(r.config) == key)
-                choice = Choice(db.name, record, dict(db.study.user_attrs))
-                problem = operator.problem(**{**result.params, result.name: size})
+                problem, choice = kernels[key]
                 name = f"bucket-{len(artifacts)}"
                 write(staging / name, operator, problem, choice, runtime=(result.name,))
                 artifacts[key] = name
@@ -77,6 +84,19 @@ def export_range(result: Any, out: str | os.PathLike[str]) -> dict[str, Any]:
         metadata["content_hash"] = _content_hash(metadata)
         (staging / METADATA).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
     return metadata
+
+
+def _compile_ahead(result: Any, kernels: Any) -> None:
+    """Compiles the buckets' run-time kernels side by side in a compile pool, so that the export
+    then finds them in TileLang's cache (:func:`~tilesearch.builder.compile_ahead`)."""
+    from tilesearch.builder import LocalBuilder, compile_ahead
+    from tilesearch.builder.local import default_workers
+    from tilesearch.records import Candidate
+
+    candidates = [Candidate(result.op, problem.to_dict(), dict(choice.record.config), choice.target,
+                            runtime=(result.name,)) for problem, choice in kernels]
+    with LocalBuilder(min(len(candidates), default_workers())) as builder:
+        compile_ahead(builder, candidates)
 
 
 def _regret_dict(regret: Any) -> dict[str, Any]:

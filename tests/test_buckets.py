@@ -175,3 +175,16 @@ def test_held_out_sizes_are_spread_untuned_and_partly_odd():
     assert all(1 <= s <= 16384 for s in sizes)
     assert sum(s % 2 for s in sizes) >= 4
     assert sizes[0] < 8 and sizes[-1] > 8192  # both ends of the log range are visited
+
+
+def test_split_sizes_halve_stretches_whose_ends_disagree_and_leave_agreeing_ones():
+    from tilesearch.buckets import SPLIT_RATIO, split_sizes
+
+    t = Table(latency={1: {"a": 1.0, "b": 1.01}, 64: {"a": 1.0, "b": 1.02},  # a wins at both ends
+                       1448: {"a": 2.0, "b": 2.3}, 5246: {"a": 8.0, "b": 7.0},  # a, then b: 14-15% apart
+                       8000: {"a": 9.0, "b": 9.1}},  # a wins again, but 8000/5246 < SPLIT_RATIO
+              configs={"a": {}, "b": {}})
+    assert split_sizes(t, 0.03) == [math.isqrt(1448 * 5246)] and 8000 / 5246 < SPLIT_RATIO
+    assert split_sizes(t, 0.2) == []  # within the tolerance, the ends agree
+    del t.latency[64]["a"]  # a winner not measured at the other end counts as disagreeing
+    assert split_sizes(t, 0.2) == [math.isqrt(1 * 64), math.isqrt(64 * 1448)]

@@ -243,6 +243,31 @@ def probe_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], per_gap: int, t
     return sorted(out)
 
 
+SPLIT_RATIO = 2.0  # a stretch whose ends disagree is split while wider than this
+SPLIT_ROUNDS = 2  # rounds of :func:`split_sizes` after the probes
+
+
+def split_sizes(table: Table, tolerance: float) -> list[int]:
+    """The geometric middle of each stretch between neighbouring measured sizes that is wider
+    than :data:`SPLIT_RATIO` and whose ends disagree: the fastest configuration at one end is
+    more than ``tolerance`` behind at the other (every winner is measured at every size of the
+    table). Where the winner changes, a third configuration may be best between the two: on the
+    H100 (2026-11-27, ``5f33fd4``) a 4096x4096 range served 2657 rows 8.9% behind a 256x128 tile
+    that was neither the winner at 1448 rows nor at 5246, where the 128x256 tile that served
+    2657 had won; no measured size lay between the two. Where the same configuration wins at
+    both ends (the flat low end of a GEMM's M), nothing is split."""
+    sizes = sorted(table.latency)
+    out = []
+    for a, b in zip(sizes, sizes[1:]):
+        if b / a <= SPLIT_RATIO or b - a < 2:
+            continue
+        first, last = table.best(a)[0], table.best(b)[0]
+        crossed = [table.loss(b, first), table.loss(a, last)]
+        if any(loss is None or loss > tolerance for loss in crossed):
+            out.append(math.isqrt(a * b))
+    return out
+
+
 def _between(a: int, b: int, n: int) -> list[int]:
     """Up to ``n`` sizes strictly between ``a`` and ``b``, evenly in log size."""
     return sorted({round(a * (b / a) ** (i / (n + 1))) for i in range(1, n + 1)} - {a, b})

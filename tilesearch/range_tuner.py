@@ -224,10 +224,14 @@ def tune_range(
         probed: dict[int, TuneResult] = {}
         if ranges.probes > 0:
             between = bucketing.probe_sizes(found, list(tuned), ranges.probes, table, ranges.tolerance, shape)
-            probed = _probe(operator, size_range, rest, tuned, settings, stages, between, ranges.tolerance)
-            if probed:
-                tuned.update(probed)
+            for _ in range(1 + bucketing.SPLIT_ROUNDS):  # the probes, then where the winner changes
+                more = _probe(operator, size_range, rest, tuned, settings, stages, between, ranges.tolerance)
+                if not more:
+                    break
+                probed.update(more)
+                tuned.update(more)
                 table, shape, found = decide()
+                between = bucketing.split_sizes(table, ranges.tolerance)
     first = next(iter(tuned.values()))
     result = RangeResult(
         op=operator.name, name=size_range.name, lo=size_range.lo, hi=size_range.hi,

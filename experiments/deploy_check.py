@@ -34,6 +34,7 @@ DEPLOY = Check(name="deploy_check", work="tilesearch.experiment.deploy_check:che
     "sizes": 4,  # sizes tuned per range (part b)
     "mlp_sizes": 3,  # sizes tuned per range (part c)
     "heldout": 8,
+    "refine": 3,  # more configurations each tuned size's search gets once the sizes are settled (part b)
 })
 
 if __name__ == "__main__":

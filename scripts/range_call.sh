@@ -4,8 +4,9 @@
 # FROM/PAIR.db.xz (FROM: default .deploy; a fresh storage where that is missing); the storages and
 # logs come back under $OUT. More pairs than GPUs: the rest wait for a GPU. A committed FROM
 # (experiments/results/...) travels with the tree, so nothing but .bundle need be carried.
-# Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME [FROM]
-limit=$1; pairs=$2; name=$3; from=${4:-.deploy}
+# EXTRA: more key=value options of experiments/deploy_check.py (e.g. refine=6).
+# Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME [FROM [EXTRA...]]
+limit=$1; pairs=$2; name=$3; from=${4:-.deploy}; shift $(($# < 4 ? $# : 4)); extra=("$@")
 source scripts/gpu-host.sh
 gpus=$(nvidia-smi -L | wc -l)
 run_pair() {  # pair gpu
@@ -22,7 +23,7 @@ run_pair() {  # pair gpu
 import sqlite3; c=sqlite3.connect('$w/deploy.db')
 print('stale trials failed:', c.execute(\"update trials set state='FAIL', datetime_complete=datetime('now') where state='RUNNING'\").rowcount); c.commit()"
   CUDA_VISIBLE_DEVICES=$2 timeout -k 5 -s INT "$limit" python experiments/deploy_check.py parts=b sizes=7 pairs="$pair" \
-    work="$w" out="$w/out" > "$OUT/${name}_$pair.log" 2>&1
+    work="$w" out="$w/out" "${extra[@]}" > "$OUT/${name}_$pair.log" 2>&1
   echo "rc=$?" >> "$OUT/${name}_$pair.log"
   python3 -c "import sqlite3; c=sqlite3.connect('$w/deploy.db'); c.execute('pragma wal_checkpoint(TRUNCATE)'); c.close()"
   xz -T4 -c "$w/deploy.db" > "$OUT/$pair.db.xz"

@@ -143,7 +143,8 @@ def part_b(args: Any, log: Any) -> list[dict[str, Any]]:
         try:
             start = time.perf_counter()
             result = tune_range("gemm", {"m": "1..16384", **params}, settings=settings,
-                                ranges=RangeSettings(sizes=args.sizes, heldout=args.heldout))
+                                ranges=RangeSettings(sizes=args.sizes, heldout=args.heldout,
+                                                                    refine=getattr(args, "refine", 3)))
             draft = Path(args.work) / f"range-{pair}-draft"
             export_range(result, draft)
             kernel = load(draft)

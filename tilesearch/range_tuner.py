@@ -64,7 +64,8 @@ class RangeSettings:
         heldout: sizes to certify after tuning (not among the tuned ones); 0: none.
         probes: sizes measured between each two neighbouring tuned sizes whose winners differ
             by more than ``tolerance``, once the tuning is done: every tuned size's winners are
-            timed there, nothing is searched (:func:`_probe`); 0: none.
+            timed there (:func:`_probe`); 0: none.
+        probe_search: configurations the strategy adds at each probed size after its winners.
         refine: configurations each tuned size's search adds once the sizes are settled, when
             ``xgb`` can learn from all of them (:func:`_refine`); 0: none.
     """
@@ -74,6 +75,7 @@ class RangeSettings:
     heldout: int = 8
     probes: int = 2
     refine: int = 3
+    probe_search: int = 3
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -206,8 +208,8 @@ def tune_range(
             record = (settings.storage, record_name(operator.name, range_key(operator, size_range, rest),
                                                     next(iter(tuned.values())).target.arch))
             if placed is None:
-                placed = _placed(*record)
-            _note_placed(*record, list(tuned))
+                placed = [int(size) for size in _recorded(*record)]
+            _note(*record, list(tuned))
             again = [s for s in placed if s not in tuned][:max(0, ranges.sizes - len(tuned))]
             if again:  # placed by an earlier run of this range: tuned again as placed, see PLACED_ATTR
                 sizes = again
@@ -224,8 +226,15 @@ def tune_range(
         probed: dict[int, TuneResult] = {}
         if ranges.probes > 0:
             between = bucketing.probe_sizes(found, list(tuned), ranges.probes, table, ranges.tolerance, shape)
-            for _ in range(1 + bucketing.SPLIT_ROUNDS):  # the probes, then where the winner changes
-                more = _probe(operator, size_range, rest, tuned, settings, stages, between, ranges.tolerance)
+            rounds = _recorded(*record, PROBED_ATTR)
+            for i in range(1 + bucketing.SPLIT_ROUNDS):  # the probes, then where the winner changes
+                if i < len(rounds):
+                    between = [int(size) for size in rounds[i]]
+                else:
+                    rounds.append(sorted(between))
+                    _note(*record, rounds, PROBED_ATTR)
+                more = _probe(operator, size_range, rest, tuned, settings, stages, between, ranges.tolerance,
+                              ranges.probe_search)
                 if not more:
                     break
                 probed.update(more)
@@ -456,20 +465,27 @@ two sizes, 40-78 s each on a fresh host (compiling), so that a device call never
 sizes to certify (2026-11-27)."""
 
 
-def _placed(storage: str | None, name: str) -> list[int]:
-    """The sizes an earlier run of the range recorded in ``name`` had tuned (:data:`PLACED_ATTR`)."""
+PROBED_ATTR = "range_probes"
+"""Record attribute: the sizes each round of probes measured (:func:`_probe`), in order. A range
+run again probes these, not sizes drawn from a table that later rounds' measurements have filled
+in: those differ, since a probe's search adds configurations that every size then measures."""
+
+
+def _recorded(storage: str | None, name: str, attr: str = PLACED_ATTR) -> list[Any]:
+    """What an earlier run of the range recorded in ``name``'s ``attr`` (:data:`PLACED_ATTR`,
+    :data:`PROBED_ATTR`); empty if nothing."""
     try:
         study = optuna.load_study(storage=open_storage(storage), study_name=name)
     except KeyError:
         return []
-    return [int(s) for s in study.user_attrs.get(PLACED_ATTR, [])]
+    return list(study.user_attrs.get(attr, []))
 
 
-def _note_placed(storage: str | None, name: str, sizes: list[int]) -> None:
+def _note(storage: str | None, name: str, value: list[Any], attr: str = PLACED_ATTR) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(storage=open_storage(storage), load_if_exists=True, study_name=name)
-    if study.user_attrs.get(PLACED_ATTR) != sizes:
-        study.set_user_attr(PLACED_ATTR, sizes)
+    if study.user_attrs.get(attr) != value:
+        study.set_user_attr(attr, value)
 
 
 REFINED_ATTR = "range_refined"
@@ -543,13 +559,17 @@ def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings, tolerance:
 
 
 def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[int],
-           tolerance: float) -> dict[int, TuneResult]:
+           tolerance: float, searched: int = 0) -> dict[int, TuneResult]:
     """Times every tuned size's winners at ``sizes`` (:func:`~tilesearch.buckets.probe_sizes`),
-    one study a size whose trials are those configurations. Nothing is searched there, so a
-    probe costs the winners' compiles and timings, not a search. The buckets' edges then follow
+    one study a size whose trials are those configurations and then ``searched`` more from the
+    strategy (no final re-time: the table compares search figures). The buckets' edges then follow
     measurements, not the model alone: between 128 and 9,000 rows the winner changes with how
     the tiles fill the 132 SMs, and on the H100 a range with 7 tuned sizes lost 11-38% at
-    held-out sizes there (2026-11-26)."""
+    held-out sizes there (2026-11-26). The few searched trials look for a tile that wins only
+    there: on a 14336x4096 range (H100, 2026-11-27, ``a8297ca``) a 128x256 three-stage tile was
+    14.8% and 16.1% ahead of the dispatched one at 784 and 2657 rows, found by the held-out
+    searches there, and never measured at any size of the range, even with 17 trials at each
+    of its seven tuned sizes."""
     winners = list(_winners(tuned, settings, tolerance).values())
     target = next(iter(tuned.values())).target
     out = {}
@@ -559,11 +579,13 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
         valid = [c for c in winners if space.why_invalid(c) is None]
         # the search's figures are what the table compares at every size; a final re-time (two
         # fresh processes, some 6 s on the H100) would add nothing to them
-        probe = replace(settings, trials=len(valid), retime=0)
+        probe = replace(settings, trials=len(valid) + searched, retime=0)
         result = stages.served(operator, problem, probe)
         if result is None:
             runner, builder = stages(problem)
-            result = tune(operator, problem, settings=probe, strategy=Hinted(None, valid), runner=runner,
+            search = create(settings.strategy, settings.seed,
+                            **({"transfer": settings.transfer} if settings.transfer else {})) if searched else None
+            result = tune(operator, problem, settings=probe, strategy=Hinted(search, valid), runner=runner,
                           builder=builder)
         if result.best:
             out[size] = result

@@ -10,7 +10,7 @@ import logging
 import sys
 from typing import Any
 
-RANGE_KEYS = ("sizes", "tolerance", "heldout", "probes", "refine", "probe_search")  # RangeSettings.keys(), without importing it
+RANGE_KEYS = ("sizes", "tolerance", "heldout", "probes", "refine")  # RangeSettings.keys(), without importing it
 
 
 def has_range(pairs: dict[str, str]) -> bool:

@@ -64,8 +64,7 @@ class RangeSettings:
         heldout: sizes to certify after tuning (not among the tuned ones); 0: none.
         probes: sizes measured between each two neighbouring tuned sizes whose winners differ
             by more than ``tolerance``, once the tuning is done: every tuned size's winners are
-            timed there (:func:`_probe`); 0: none.
-        probe_search: configurations the strategy adds at each probed size after its winners.
+            timed there, nothing is searched (:func:`_probe`); 0: none.
         refine: configurations each tuned size's search adds once the sizes are settled, when
             ``xgb`` can learn from all of them (:func:`_refine`); 0: none.
     """
@@ -75,7 +74,6 @@ class RangeSettings:
     heldout: int = 8
     probes: int = 2
     refine: int = 3
-    probe_search: int = 3
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -233,8 +231,7 @@ def tune_range(
                 else:
                     rounds.append(sorted(between))
                     _note(*record, rounds, PROBED_ATTR)
-                more = _probe(operator, size_range, rest, tuned, settings, stages, between, ranges.tolerance,
-                              ranges.probe_search)
+                more = _probe(operator, size_range, rest, tuned, settings, stages, between, ranges.tolerance)
                 if not more:
                     break
                 probed.update(more)
@@ -467,8 +464,8 @@ sizes to certify (2026-11-27)."""
 
 PROBED_ATTR = "range_probes"
 """Record attribute: the sizes each round of probes measured (:func:`_probe`), in order. A range
-run again probes these, not sizes drawn from a table that later rounds' measurements have filled
-in: those differ, since a probe's search adds configurations that every size then measures."""
+run again (resumed after a kill, or repeated) probes these, not sizes drawn again from a table
+that later rounds' measurements have filled in."""
 
 
 def _recorded(storage: str | None, name: str, attr: str = PLACED_ATTR) -> list[Any]:
@@ -559,17 +556,16 @@ def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings, tolerance:
 
 
 def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[int],
-           tolerance: float, searched: int = 0) -> dict[int, TuneResult]:
+           tolerance: float) -> dict[int, TuneResult]:
     """Times every tuned size's winners at ``sizes`` (:func:`~tilesearch.buckets.probe_sizes`),
-    one study a size whose trials are those configurations and then ``searched`` more from the
-    strategy (no final re-time: the table compares search figures). The buckets' edges then follow
+    one study a size whose trials are those configurations. Nothing is searched there, so a
+    probe costs the winners' compiles and timings, not a search. The buckets' edges then follow
     measurements, not the model alone: between 128 and 9,000 rows the winner changes with how
     the tiles fill the 132 SMs, and on the H100 a range with 7 tuned sizes lost 11-38% at
-    held-out sizes there (2026-11-26). The few searched trials look for a tile that wins only
-    there: on a 14336x4096 range (H100, 2026-11-27, ``a8297ca``) a 128x256 three-stage tile was
-    14.8% and 16.1% ahead of the dispatched one at 784 and 2657 rows, found by the held-out
-    searches there, and never measured at any size of the range, even with 17 trials at each
-    of its seven tuned sizes."""
+    held-out sizes there (2026-11-26). A short search at each probe (3 configurations from
+    ``xgb`` after the winners) was tried on a 14336x4096 range (H100, 2026-11-27, ``b293798``):
+    the 128x256 tile that held-out searches found 15% ahead at 784 and 2657 rows was still
+    measured at no size of the range, so it was taken out again."""
     winners = list(_winners(tuned, settings, tolerance).values())
     target = next(iter(tuned.values())).target
     out = {}
@@ -579,13 +575,11 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
         valid = [c for c in winners if space.why_invalid(c) is None]
         # the search's figures are what the table compares at every size; a final re-time (two
         # fresh processes, some 6 s on the H100) would add nothing to them
-        probe = replace(settings, trials=len(valid) + searched, retime=0)
+        probe = replace(settings, trials=len(valid), retime=0)
         result = stages.served(operator, problem, probe)
         if result is None:
             runner, builder = stages(problem)
-            search = create(settings.strategy, settings.seed,
-                            **({"transfer": settings.transfer} if settings.transfer else {})) if searched else None
-            result = tune(operator, problem, settings=probe, strategy=Hinted(search, valid), runner=runner,
+            result = tune(operator, problem, settings=probe, strategy=Hinted(None, valid), runner=runner,
                           builder=builder)
         if result.best:
             out[size] = result

@@ -169,9 +169,12 @@ def test_the_final_retime_goes_on_while_its_processes_exit_and_close_ends_them(t
         runner.start()
         results = runner.retime([Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128},
                                            TARGET, FAULTY_CPU_OP)])
-        assert [r.status for r in results] == [Status.OK] and results[0].extra["processes"] == 2
+        # two processes, or up to four where their CPU timings disagreed (a loaded CI machine)
+        processes = results[0].extra["processes"]
+        assert [r.status for r in results] == [Status.OK] and 2 <= processes <= 4
         exiting = [w.pid for w in runner._retired]
-        assert len(exiting) == 2 and all(alive(pid) for pid in exiting)  # asked to exit, not waited for
+        # asked to exit, not waited for: the last is still exiting (each takes 3 s; with four, the first may be gone)
+        assert len(exiting) == processes and alive(exiting[-1])
         assert {"final: process", "final: load and check", "final: settle and time"} <= set(runner.phases())
     finally:
         runner.close()

@@ -534,7 +534,9 @@ def retime_settles(tmp_path, monkeypatch, ready):
                                  TARGET, FAULTY_CPU_OP)])
     finally:
         runner.close()
-    return [float(x) for x in (tmp_path / "settle").read_text().split()]
+    # the first three; a fourth comes where their CPU timings disagreed (a loaded CI machine), its
+    # settle depending on how soon its spare, started then, is ready
+    return [float(x) for x in (tmp_path / "settle").read_text().split()][:3]
 
 
 def test_a_retimes_later_processes_settle_shorter_when_they_follow_at_once(tmp_path, monkeypatch):

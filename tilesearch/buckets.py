@@ -259,7 +259,7 @@ def split_sizes(table: Table, tolerance: float) -> list[int]:
     sizes = sorted(table.latency)
     out = []
     for a, b in zip(sizes, sizes[1:]):
-        if b / a <= SPLIT_RATIO or b - a < 2:
+        if b / a <= SPLIT_RATIO:  # wider than 2x: a whole size lies strictly between
             continue
         first, last = table.best(a)[0], table.best(b)[0]
         crossed = [table.loss(b, first), table.loss(a, last)]

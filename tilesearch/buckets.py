@@ -173,18 +173,25 @@ def bucket_of(buckets: Sequence[Bucket], size: int) -> int:
 
 
 def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: Table | None = None,
-               shape: Shape | None = None) -> list[int]:
+               shape: Shape | None = None, tolerance: float | None = None) -> list[int]:
     """Up to ``n`` sizes to tune next: the geometric midpoints of neighbouring tuned sizes that
-    fall in different buckets (where the edge lies is a guess) or lie more than
-    :data:`MAX_GAP_RATIO` apart. The gaps where serving one end's size with the other end's
-    configuration loses most in ``table`` come first, then the widest. A configuration the op's
-    space prunes at the other end (a swapped tile once M is large) has no figure there: its loss
-    is drawn from its figure at its own end along ``shape``, as :func:`crossing` draws it, and
-    counts as unknown, first of all, only without one. Counted as unknown, such gaps tied and
-    went by width: after 1, 128 and 1448 the H100 range of 4096x4096 would have spent its next
-    two sizes on 11 and 37, where every configuration runs alike, before 430. By width alone, a range of M from 1 spent its sizes on the flat low end,
-    where every configuration of a GEMM ran within 2% (1, 11, 37 and 128 tuned), and left 128 to
-    1448 untuned, where the held-out sizes lost 17-38% to per-size tuning (H100, 2026-11-26)."""
+    fall in different buckets (where the edge lies is a guess), lie more than
+    :data:`MAX_GAP_RATIO` apart, or (given ``tolerance``) across which a configuration within it
+    of the best at one end moves by more than it (:func:`divergence`). The gaps where the
+    standings move most come first, then the widest. The standings include serving one end's size
+    with the other end's configuration (:func:`_crossed_loss`), so a configuration the op's space
+    prunes at the other end (a swapped tile once M is large) counts by its figure drawn along
+    ``shape`` there, and as unknown, first of all, only without one.
+
+    Why standings, not width: by width alone, a range of M from 1 spent its sizes on the flat low
+    end, where every configuration of a GEMM ran within 2% (1, 11, 37 and 128 tuned), and left 128
+    to 1448 untuned, where the held-out sizes lost 17-38% to per-size tuning (H100, 2026-11-26).
+    Why every close configuration's standing, not only the two buckets': a 14336x4096 range
+    (H100, 2026-11-27, sizes placed at ``c409cf2``) tuned 1, 11, 37, 128, 430, 1448 and 16384, as
+    gaps inside one bucket went by width; 430..1448 and 1448..16384 were never candidates though
+    close configurations moved by 9.5% and 9.8% across them (1.2% across 1..11), and held-out
+    searches at 784 and 2657 rows found a tile 14.8% and 16.1% ahead of the range's that no tuned size's
+    search had measured."""
     sizes = sorted(sizes)
     candidates = []
     for a, b in zip(sizes, sizes[1:]):
@@ -192,10 +199,28 @@ def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: T
         if b - a < 2 or ratio < MIN_GAP_RATIO:
             continue
         left, right = buckets[bucket_of(buckets, a)], buckets[bucket_of(buckets, b)]
-        if left is not right or ratio > MAX_GAP_RATIO:
-            candidates.append((_crossed_loss(table, a, b, left, right, shape), ratio, math.isqrt(a * b)))
+        moved = (divergence(table, a, b, tolerance)
+                 if table is not None and tolerance is not None and {a, b} <= set(table.latency) else 0.0)
+        if left is not right or ratio > MAX_GAP_RATIO or (tolerance is not None and moved > tolerance):
+            change = max(_crossed_loss(table, a, b, left, right, shape), moved)
+            candidates.append((change, ratio, math.isqrt(a * b)))
     candidates.sort(reverse=True)
     return [mid for _, _, mid in candidates[:n] if mid not in sizes]
+
+
+def divergence(table: Table, a: int, b: int, tolerance: float) -> float:
+    """How far the close configurations move between sizes ``a`` and ``b``: the largest change of
+    ``latency / best - 1`` from one to the other, over the configurations measured at both and
+    within ``tolerance`` of the best at one of them. Near 0 where the close ones keep their
+    places (a flat stretch, where a size between would tell nothing new); large where a tile that
+    was close falls behind. Configurations far behind at both ends are left out: their standings
+    swing by multiples (a split-K tile at 128 and at 430 rows) and say nothing about the best."""
+    moved = 0.0
+    for key in set(table.latency[a]) & set(table.latency[b]):
+        at_a, at_b = table.loss(a, key), table.loss(b, key)
+        if min(at_a, at_b) <= tolerance:
+            moved = max(moved, abs(at_b - at_a))
+    return moved
 
 
 PROBE_POINTS = 48  # sizes a gap's modelled losses are looked at, evenly in log size

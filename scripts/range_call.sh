@@ -4,13 +4,16 @@
 # FROM/PAIR.db.xz (FROM: default .deploy; a fresh storage where that is missing); the storages and
 # logs come back under $OUT. More pairs than GPUs: the rest wait for a GPU. A committed FROM
 # (experiments/results/...) travels with the tree, so nothing but .bundle need be carried.
-# EXTRA: more key=value options of experiments/deploy_check.py (e.g. refine=6).
+# EXTRA: more key=value options of experiments/deploy_check.py (e.g. refine=6), for every pair; a
+# pair's own follow it after "+" (14336x4096+sizes=9), and name its storage and log apart.
 # Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME [FROM [EXTRA...]]
 limit=$1; pairs=$2; name=$3; from=${4:-.deploy}; shift $(($# < 4 ? $# : 4)); extra=("$@")
 source scripts/gpu-host.sh
 gpus=$(nvidia-smi -L | wc -l)
-run_pair() {  # pair gpu
-  local pair=$1 w=/tmp/dw_$1
+run_pair() {  # entry gpu; entry: PAIR[+key=value...]
+  local entry=$1 pair=${1%%+*} own=() w
+  [ "$entry" != "$pair" ] && IFS=+ read -r -a own <<< "${entry#*+}"
+  entry=${entry//+/_}; entry=${entry//=/}; w=/tmp/dw_$entry
   mkdir -p "$w"
   if [ ! -f "$w/.unpacked" ]; then
     rm -f "$w"/deploy.db*
@@ -23,10 +26,10 @@ run_pair() {  # pair gpu
 import sqlite3; c=sqlite3.connect('$w/deploy.db')
 print('stale trials failed:', c.execute(\"update trials set state='FAIL', datetime_complete=datetime('now') where state='RUNNING'\").rowcount); c.commit()"
   CUDA_VISIBLE_DEVICES=$2 timeout -k 5 -s INT "$limit" python experiments/deploy_check.py parts=b sizes=7 pairs="$pair" \
-    work="$w" out="$w/out" "${extra[@]}" > "$OUT/${name}_$pair.log" 2>&1
-  echo "rc=$?" >> "$OUT/${name}_$pair.log"
+    work="$w" out="$w/out" "${extra[@]}" "${own[@]}" > "$OUT/${name}_$entry.log" 2>&1
+  echo "rc=$?" >> "$OUT/${name}_$entry.log"
   python3 -c "import sqlite3; c=sqlite3.connect('$w/deploy.db'); c.execute('pragma wal_checkpoint(TRUNCATE)'); c.close()"
-  xz -T4 -c "$w/deploy.db" > "$OUT/$pair.db.xz"
+  xz -T4 -c "$w/deploy.db" > "$OUT/$entry.db.xz"
 }
 i=0
 for pair in ${pairs//,/ }; do
@@ -35,4 +38,7 @@ for pair in ${pairs//,/ }; do
   [ $((i % gpus)) -eq 0 ] && wait
 done
 wait
-for pair in ${pairs//,/ }; do echo "== $pair"; grep -v "Warning\|kernel_cache" "$OUT/${name}_$pair.log" | tail -14; done
+for entry in ${pairs//,/ }; do
+  entry=${entry//+/_}; entry=${entry//=/}
+  echo "== $entry"; grep -v "Warning\|kernel_cache" "$OUT/${name}_$entry.log" | tail -14
+done

@@ -11,7 +11,6 @@ from tilesearch.buckets import (
     config_key,
     cover,
     crossing,
-    divergence,
     edge,
     held_out,
     next_sizes,
@@ -128,14 +127,7 @@ def test_next_sizes_go_first_where_the_other_ends_configuration_loses_most():
     sizes = [1, 11, 128, 1448, 16384]
     assert next_sizes(buckets, sizes, 1) == [37]  # by width: 11..128 (ratio 11.6 > 11.3 > 11), as the run did
     assert next_sizes(buckets, sizes, 1, t) == [430]  # S loses 56% at 1448, L 5% at 128
-    assert next_sizes(buckets, sizes, 2, t) == [430, 37]  # then the width inside the buckets
-    # with the tolerance too: L is best at 1448 and 16384, S best from 1 to 128, and S is far behind
-    # at both of 1448 and 16384 (its swing there says nothing), so width still decides
-    assert next_sizes(buckets, sizes, 2, t, tolerance=0.03) == [430, 37]
-    # a tile within 1% of L at 1448 and 9% behind at 16384 makes 1448..16384 the next gap
-    t.latency[1448][config_key(MIDDLE)], t.latency[16384][config_key(MIDDLE)] = 9.09, 109.0
-    t.configs[config_key(MIDDLE)] = MIDDLE
-    assert next_sizes(buckets, sizes, 2, t, tolerance=0.03) == [430, 4870]
+    assert next_sizes(buckets, sizes, 2, t) == [430, 4870]  # then where the best grows 11x, not the flat 11..128
     # a winner not measured at the other end is the largest unknown: refined first
     unknown = table({1: {S: 1.0, L: 1.05}, 128: {S: 1.0}, 16384: {S: 160.0, L: 100.0}})
     assert next_sizes(cover(unknown, 1, 16384, 0.03), [1, 128, 16384], 1, unknown) == [1448]
@@ -153,20 +145,18 @@ def test_a_winner_pruned_at_the_other_end_is_judged_by_the_model_from_its_own_fi
     assert next_sizes(buckets, [1, 128, 1448], 1, t, costly) == [11]  # M drawn 128x slower at 128
 
 
-def test_a_gap_inside_one_bucket_is_refined_where_close_configurations_move_apart():
-    """430..1448 lies in L's bucket and is only 3.4x wide, so neither bucket nor width make it a
-    candidate; but M, within 1% of L at 430, is 12% behind at 1448 (a third tile may win between).
-    128..430 is as wide and L's and M's standings hardly move there; S's move by multiples, but S
-    is far behind at both ends and says nothing about the best."""
-    t = table({128: {L: 1.00, M: 1.01, S: 3.0}, 430: {L: 3.00, M: 3.03, S: 30.0},
-               1448: {L: 10.0, M: 11.2, S: 40.0}})
-    buckets = cover(t, 128, 1448, 0.03)
-    assert [b.tuned for b in buckets] == [(128, 430, 1448)]
-    assert next_sizes(buckets, [128, 430, 1448], 2, t) == []
-    assert next_sizes(buckets, [128, 430, 1448], 2, t, tolerance=0.03) == [789]
-    assert divergence(t, 430, 1448, 0.03) == pytest.approx(0.11)
-    assert divergence(t, 128, 430, 0.03) == pytest.approx(0.0)
-    assert next_sizes(buckets, [128, 430, 1448], 2, t, tolerance=0.15) == []
+def test_a_gap_inside_one_bucket_is_refined_where_the_best_latency_grows():
+    """430..1448 and 1448..16384 lie in L's bucket and are narrower than MAX_GAP_RATIO, but the
+    best latency grows 3.3x and 10x across them; 1..128 is 128x wide and flat (every tile loads
+    the same weights), so it comes last."""
+    t = table({1: {L: 1.00, S: 1.01}, 128: {L: 1.02, S: 1.03}, 430: {L: 3.00, S: 30.0},
+               1448: {L: 10.0, S: 40.0}, 16384: {L: 100.0}})
+    sizes = [1, 128, 430, 1448, 16384]
+    buckets = cover(t, 1, 16384, 0.03)
+    assert [b.tuned for b in buckets] == [tuple(sizes)]
+    assert next_sizes(buckets, sizes, 3, t) == [4870, 789, 234]
+    assert next_sizes(buckets, sizes, 5, t)[-1] == 11  # the flat end: only by width, last
+    assert next_sizes(buckets, sizes, 3) == [11, 4870, 789]  # no table: by width
 
 
 def test_probes_go_between_tuned_sizes_whose_winners_differ():

@@ -24,6 +24,7 @@ from typing import Any
 
 MAX_GAP_RATIO = 8.0  # tuned neighbours further apart than this are refined even inside one bucket
 MIN_GAP_RATIO = 1.25  # closer than this, the boundary's position is not worth another size
+MAX_TIME_RATIO = 2.0  # tuned neighbours whose best latencies differ by more are refined too
 
 
 def config_key(config: Mapping[str, Any]) -> str:
@@ -173,25 +174,27 @@ def bucket_of(buckets: Sequence[Bucket], size: int) -> int:
 
 
 def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: Table | None = None,
-               shape: Shape | None = None, tolerance: float | None = None) -> list[int]:
+               shape: Shape | None = None) -> list[int]:
     """Up to ``n`` sizes to tune next: the geometric midpoints of neighbouring tuned sizes that
     fall in different buckets (where the edge lies is a guess), lie more than
-    :data:`MAX_GAP_RATIO` apart, or (given ``tolerance``) across which a configuration within it
-    of the best at one end moves by more than it (:func:`divergence`). The gaps where the
-    standings move most come first, then the widest. The standings include serving one end's size
-    with the other end's configuration (:func:`_crossed_loss`), so a configuration the op's space
-    prunes at the other end (a swapped tile once M is large) counts by its figure drawn along
-    ``shape`` there, and as unknown, first of all, only without one.
+    :data:`MAX_GAP_RATIO` apart, or whose best latencies in ``table`` lie more than
+    :data:`MAX_TIME_RATIO` apart. A gap ranks by how far its best latency grows across it, times
+    one plus the loss of serving one end with the other end's configuration
+    (:func:`_crossed_loss`); without a table, by width. A configuration the op's space prunes at
+    the other end (a swapped tile once M is large) counts by its figure drawn along ``shape``
+    there, and as unknown, first of all, only without one.
 
-    Why standings, not width: by width alone, a range of M from 1 spent its sizes on the flat low
-    end, where every configuration of a GEMM ran within 2% (1, 11, 37 and 128 tuned), and left 128
-    to 1448 untuned, where the held-out sizes lost 17-38% to per-size tuning (H100, 2026-11-26).
-    Why every close configuration's standing, not only the two buckets': a 14336x4096 range
-    (H100, 2026-11-27, sizes placed at ``c409cf2``) tuned 1, 11, 37, 128, 430, 1448 and 16384, as
-    gaps inside one bucket went by width; 430..1448 and 1448..16384 were never candidates though
-    close configurations moved by 9.5% and 9.8% across them (1.2% across 1..11), and held-out
-    searches at 784 and 2657 rows found a tile 14.8% and 16.1% ahead of the range's that no tuned size's
-    search had measured."""
+    Sizes go where the time changes because a search finds what wins only near its own size, and
+    what wins changes with the work, not the size: on the H100 a range of M from 1 spent its sizes
+    on the flat low end (1, 11, 37 and 128 tuned), where every configuration of a GEMM ran within
+    2%, and left 128 to 1448 untuned, where the held-out sizes lost 17-38% to per-size tuning
+    (2026-11-26). Gaps inside one bucket by width still placed 11 and 37 in a 14336x4096 range
+    (best 0.054-0.056 ms from 1 to 128 rows, 0.27 ms at 1448, 2.83 ms at 16384) and nothing
+    inside 430..1448 or 1448..16384, where held-out searches at 784 and 2657 rows found a tile
+    14.8% and 16.1% ahead that no tuned size's search had measured (2026-11-27). Ranking by how
+    far the configurations close to the best move across a gap was tried too (``1dd17fd``, on an
+    H200): their standings swing by up to 91% between 11 and 37 rows while the best stays flat,
+    and it placed four of seven sizes in 11..37."""
     sizes = sorted(sizes)
     candidates = []
     for a, b in zip(sizes, sizes[1:]):
@@ -199,28 +202,20 @@ def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: T
         if b - a < 2 or ratio < MIN_GAP_RATIO:
             continue
         left, right = buckets[bucket_of(buckets, a)], buckets[bucket_of(buckets, b)]
-        moved = (divergence(table, a, b, tolerance)
-                 if table is not None and tolerance is not None and {a, b} <= set(table.latency) else 0.0)
-        if left is not right or ratio > MAX_GAP_RATIO or (tolerance is not None and moved > tolerance):
-            change = max(_crossed_loss(table, a, b, left, right, shape), moved)
-            candidates.append((change, ratio, math.isqrt(a * b)))
+        grows = _time_ratio(table, a, b) if table is not None else ratio
+        if left is not right or ratio > MAX_GAP_RATIO or grows > MAX_TIME_RATIO:
+            candidates.append((grows * (1 + _crossed_loss(table, a, b, left, right, shape)), ratio,
+                               math.isqrt(a * b)))
     candidates.sort(reverse=True)
     return [mid for _, _, mid in candidates[:n] if mid not in sizes]
 
 
-def divergence(table: Table, a: int, b: int, tolerance: float) -> float:
-    """How far the close configurations move between sizes ``a`` and ``b``: the largest change of
-    ``latency / best - 1`` from one to the other, over the configurations measured at both and
-    within ``tolerance`` of the best at one of them. Near 0 where the close ones keep their
-    places (a flat stretch, where a size between would tell nothing new); large where a tile that
-    was close falls behind. Configurations far behind at both ends are left out: their standings
-    swing by multiples (a split-K tile at 128 and at 430 rows) and say nothing about the best."""
-    moved = 0.0
-    for key in set(table.latency[a]) & set(table.latency[b]):
-        at_a, at_b = table.loss(a, key), table.loss(b, key)
-        if min(at_a, at_b) <= tolerance:
-            moved = max(moved, abs(at_b - at_a))
-    return moved
+def _time_ratio(table: Table, a: int, b: int) -> float:
+    """The best latency at ``b`` over the one at ``a`` (1 where either size has none)."""
+    if not table.latency.get(a) or not table.latency.get(b):
+        return 1.0
+    fast, slow = sorted((table.best(a)[1], table.best(b)[1]))
+    return slow / fast if fast > 0 else 1.0
 
 
 PROBE_POINTS = 48  # sizes a gap's modelled losses are looked at, evenly in log size

@@ -216,8 +216,7 @@ def tune_range(
             room = ranges.sizes - len(tuned)
             # one size a round: the table then has the last size's winners before the next is
             # placed, so the sizes go where the losses are, not all into the first round's gaps
-            sizes = (bucketing.next_sizes(found, list(tuned), min(room, 1), table, shape, ranges.tolerance)
-                     if room > 0 else [])
+            sizes = bucketing.next_sizes(found, list(tuned), min(room, 1), table, shape) if room > 0 else []
             if not sizes:
                 break
         if ranges.refine > 0 and _refine(operator, size_range, rest, tuned, settings, stages, ranges.refine):

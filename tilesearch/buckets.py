@@ -178,11 +178,13 @@ def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: T
     """Up to ``n`` sizes to tune next: the geometric midpoints of neighbouring tuned sizes that
     fall in different buckets (where the edge lies is a guess), lie more than
     :data:`MAX_GAP_RATIO` apart, or whose best latencies in ``table`` lie more than
-    :data:`MAX_TIME_RATIO` apart. A gap ranks by how far its best latency grows across it, times
-    one plus the loss of serving one end with the other end's configuration
-    (:func:`_crossed_loss`); without a table, by width. A configuration the op's space prunes at
-    the other end (a swapped tile once M is large) counts by its figure drawn along ``shape``
-    there, and as unknown, first of all, only without one.
+    :data:`MAX_TIME_RATIO` apart. A gap ranks by how far its best latency grows across it, then
+    by width; without a table, by width. First of all comes a gap where serving one end with the
+    other end's configuration has no figure (:func:`_crossed_loss`): a configuration the op's
+    space prunes at the other end (a swapped tile once M is large) counts by its figure drawn
+    along ``shape`` there, and as unknown only without one. A finite crossed loss does not rank:
+    where the edge between two buckets lies, the probes measure (:func:`probe_sizes`), while
+    what a tuned size adds is the search near it.
 
     Sizes go where the time changes because a search finds what wins only near its own size, and
     what wins changes with the work, not the size: on the H100 a range of M from 1 spent its sizes
@@ -194,7 +196,10 @@ def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: T
     14.8% and 16.1% ahead that no tuned size's search had measured (2026-11-27). Ranking by how
     far the configurations close to the best move across a gap was tried too (``1dd17fd``, on an
     H200): their standings swing by up to 91% between 11 and 37 rows while the best stays flat,
-    and it placed four of seven sizes in 11..37."""
+    and it placed four of seven sizes in 11..37. Growth times one plus the crossed loss
+    (``ef69807``, H100) placed 234 before 789 and 2655: across 128..430 the best grew 1.6x, but
+    the 128-row winner, which the space prunes at 430 rows, was drawn 5.2x behind there; 784 rows
+    then lost 14.9% to a held-out search's tile, and 2657 rows 7.1%."""
     sizes = sorted(sizes)
     candidates = []
     for a, b in zip(sizes, sizes[1:]):
@@ -204,10 +209,10 @@ def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: T
         left, right = buckets[bucket_of(buckets, a)], buckets[bucket_of(buckets, b)]
         grows = _time_ratio(table, a, b) if table is not None else ratio
         if left is not right or ratio > MAX_GAP_RATIO or grows > MAX_TIME_RATIO:
-            candidates.append((grows * (1 + _crossed_loss(table, a, b, left, right, shape)), ratio,
-                               math.isqrt(a * b)))
+            unknown = math.isinf(_crossed_loss(table, a, b, left, right, shape))
+            candidates.append((unknown, grows, ratio, math.isqrt(a * b)))
     candidates.sort(reverse=True)
-    return [mid for _, _, mid in candidates[:n] if mid not in sizes]
+    return [mid for *_, mid in candidates[:n] if mid not in sizes]
 
 
 def _time_ratio(table: Table, a: int, b: int) -> float:

@@ -69,6 +69,20 @@ def test_probes_time_the_searched_sizes_winners_and_search_nothing(tuned):
         assert {config_key(r.config) for r in db.records()} <= winners and db.final() is None  # no re-time
 
 
+def test_a_size_about_to_be_tuned_is_hinted_the_best_of_its_nearest_tuned_size_only():
+    from types import SimpleNamespace
+
+    def result(block_m):
+        return SimpleNamespace(best=[SimpleNamespace(config={"block_m": block_m})] if block_m else [])
+
+    tuned = {1: result(16), 128: result(64), 1448: result(0), 16384: result(128)}
+    assert range_tuner._nearest_best(tuned, 11) == [{"block_m": 16}]  # 11 is nearer 1 than 128 in log size
+    assert range_tuner._nearest_best(tuned, 430) == [{"block_m": 64}]
+    assert range_tuner._nearest_best(tuned, 1000) == [{"block_m": 64}]  # 1448 found nothing correct
+    assert range_tuner._nearest_best(tuned, 8000) == [{"block_m": 128}]
+    assert range_tuner._nearest_best({}, 5) == []
+
+
 def test_each_bucket_config_is_within_tolerance_at_its_tuned_sizes(tuned):
     _, settings, result, _ = tuned
     from tilesearch.database import TuningDatabase

@@ -169,12 +169,10 @@ def test_the_final_retime_goes_on_while_its_processes_exit_and_close_ends_them(t
         runner.start()
         results = runner.retime([Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128},
                                            TARGET, FAULTY_CPU_OP)])
-        # two processes, or up to four where their CPU timings disagreed (a loaded CI machine)
-        processes = results[0].extra["processes"]
-        assert [r.status for r in results] == [Status.OK] and 2 <= processes <= 4
+        # one configuration: two processes, whether or not their CPU timings agree
+        assert [r.status for r in results] == [Status.OK] and results[0].extra["processes"] == 2
         exiting = [w.pid for w in runner._retired]
-        # asked to exit, not waited for: the last is still exiting (each takes 3 s; with four, the first may be gone)
-        assert len(exiting) == processes and alive(exiting[-1])
+        assert len(exiting) == 2 and alive(exiting[-1])  # asked to exit, not waited for: still exiting (3 s)
         assert {"final: process", "final: load and check", "final: settle and time"} <= set(runner.phases())
     finally:
         runner.close()
@@ -534,9 +532,8 @@ def retime_settles(tmp_path, monkeypatch, ready):
                                  TARGET, FAULTY_CPU_OP)])
     finally:
         runner.close()
-    # the first three; a fourth comes where their CPU timings disagreed (a loaded CI machine), its
-    # settle depending on how soon its spare, started then, is ready
-    return [float(x) for x in (tmp_path / "settle").read_text().split()][:3]
+    # one configuration: three processes, whether or not their CPU timings agree
+    return [float(x) for x in (tmp_path / "settle").read_text().split()]
 
 
 def test_a_retimes_later_processes_settle_shorter_when_they_follow_at_once(tmp_path, monkeypatch):
@@ -583,10 +580,24 @@ def test_once_processes_disagree_every_further_one_starts_at_once(tmp_path, monk
     runner = Disagreeing(timeout=60, settings=MeasureSettings(final_processes=2))
     try:
         runner.start()
-        results = runner.retime([Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128},
-                                           TARGET, FAULTY_CPU_OP)])
+        results = runner.retime([Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": block, "threads": 128},
+                                           TARGET, FAULTY_CPU_OP) for block in (256, 128)])
     finally:
         runner.close()
     called = [float(x) for x in (tmp_path / "called").read_text().split()]
     assert results[0].extra["processes"] == len(called) == MAX_PROCESSES
     assert len(started) == MAX_PROCESSES - 2 and all(t < called[2] for t in started)  # both before process 3 ran
+
+
+def test_one_configuration_alone_is_timed_in_the_usual_processes_even_when_they_disagree(tmp_path, monkeypatch):
+    # no choice rests on them: more processes would only narrow its interval (README's main command
+    # re-timed one configuration in four processes in three of five H100 runs, 14-16.5 s against 5)
+    monkeypatch.setenv("CALLED_LOG", str(tmp_path / "called"))
+    runner = Disagreeing(timeout=60, settings=MeasureSettings(final_processes=2))
+    try:
+        runner.start()
+        [result] = runner.retime([Candidate("faulty_cpu", {"n": 1 << 12},
+                                            {"fault": "none", "block": 256, "threads": 128}, TARGET, FAULTY_CPU_OP)])
+    finally:
+        runner.close()
+    assert result.extra["processes"] == len((tmp_path / "called").read_text().split()) == 2

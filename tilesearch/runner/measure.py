@@ -96,7 +96,7 @@ class MeasureSettings:
         seed: mixed with the candidate's key to seed its inputs; also seeds the bootstrap.
         final_processes: fresh worker processes the final re-time pools, one after another
             (more, up to :data:`tilesearch.runner.pool.MAX_PROCESSES`, while they disagree on
-            the best): one process's figures of a short kernel are off by up to 1%.
+            the best of several): one process's figures of a short kernel are off by up to 1%.
         drift: the 95% half-width (relative) of what a run's ratio to the baseline moves by
             between runs minutes apart (another power state, :func:`stats.with_drift`), added
             in quadrature to the final re-time's ratio intervals, so that a second ``tune``'s

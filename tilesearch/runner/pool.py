@@ -5,7 +5,8 @@ inputs sit, the state its context starts in), more than one process's rounds can
 (:mod:`tilesearch.runner.stats`, "several processes"). So :meth:`LocalRunner.retime
 <tilesearch.runner.local.LocalRunner.retime>` times the same candidates in
 ``MeasureSettings.final_processes`` fresh processes one after another, each on its own inputs,
-adds a process while they disagree on the best (up to :data:`MAX_PROCESSES`), and :func:`pool`
+adds a process while they disagree on the best of several candidates (up to :data:`MAX_PROCESSES`;
+one configuration alone gets none, as no choice rests on it), and :func:`pool`
 makes one result per candidate from all of them: the mean of the processes' own figures, with a
 nested-bootstrap interval over processes and their rounds (:func:`~tilesearch.runner.stats.pooled_ratio`),
 the ratio's widened by the between-run drift (``MeasureSettings.drift``,

@@ -44,7 +44,7 @@ from tilesearch.deploy.artifact import (
     seal,
 )
 from tilesearch.op import Operator, Problem
-from tilesearch.records import figures
+from tilesearch.records import Candidate, figures
 from tilesearch.target import Target
 
 
@@ -164,8 +164,8 @@ def write(
 
     Writes through a staging directory, so an interrupted export leaves no half-written artifact.
     """
-    kernel = operator.build(problem, choice.record.config, choice.target, runtime=runtime) if runtime else (
-        operator.build(problem, choice.record.config, choice.target))
+    kernel = Candidate(operator.name, problem.to_dict(), dict(choice.record.config), choice.target,
+                       runtime=runtime).build(operator)
     program = as_composite(operator, problem, kernel)
     with staged(out) as staging:
         libraries: dict[int, str] = {}

@@ -42,6 +42,42 @@ def test_benchmark_runs_end_to_end_on_tiny_datasets(data_dir, tmp_path):
     assert sorted(p.name for p in out.glob("convergence_*.png")) == ["convergence_a.png", "convergence_b.png"]
 
 
+def test_runs_in_several_processes_are_the_runs_of_one(data_dir):
+    """``--jobs`` only spreads the (dataset, strategy) pairs over processes: every run is seeded, so
+    the measured rows, in order, are the same as in one process."""
+    _relabel(data_dir)
+    datasets = dataset.load_dir(data_dir)
+    argv = ["--seeds", "2", "--min-horizon", "4", "--strategies", "random,tpe,xgb,xgb+transfer",
+            "--transfer-from", "all"]
+    one, two = (sb.benchmark(datasets, sb.parse_args(argv + ["--jobs", jobs]), log=lambda _: None)
+                for jobs in ("1", "2"))
+    assert [o.dataset for o in one] == [o.dataset for o in two] == ["a", "b"]
+    for a, b in zip(one, two):
+        assert list(a.runs) == list(b.runs) and list(a.by_source) == list(b.by_source)
+        for name in a.runs:
+            assert [r.latency_ms for r in a.runs[name]] == [r.latency_ms for r in b.runs[name]], name
+        assert all(len(r.latency_ms) >= 4 for runs in a.runs.values() for r in runs)
+
+
+def _raises_at_seed_1(data, name, seed, **kwargs):
+    """A strategy whose run with seed 1 raised (module level: the benchmark's processes import it)."""
+    if seed == 1:
+        return rr._run(name, seed, [], 0.0, error="RuntimeError: boom (seed 1)")
+    return rr.run_one(data, name, seed, **kwargs)
+
+
+def test_after_a_run_raised_the_later_seeds_measure_nothing_in_one_process_or_several(data_dir):
+    _relabel(data_dir)
+    datasets = dataset.load_dir(data_dir)[:1]
+    for jobs in ("1", "2"):  # 2: seeds 0 and 2 in one process, 1 and 3 in the other
+        args = sb.parse_args(["--seeds", "4", "--min-horizon", "4", "--strategies", "random", "--jobs", jobs])
+        [outcome] = sb.benchmark(datasets, args, log=lambda _: None, run=_raises_at_seed_1)
+        runs = outcome.runs["random"]
+        assert [r.seed for r in runs] == [0, 1, 2, 3]
+        assert len(runs[0].tflops) >= 4 and not runs[0].error
+        assert all(r.tflops == [] and r.error == "RuntimeError: boom (seed 1)" for r in runs[1:]), jobs
+
+
 def test_refuses_synthetic_files_as_data(data_dir, tmp_path, capsys):
     assert sb.main(["--data", str(data_dir), "--out", str(tmp_path / "o"), "--seeds", "1"]) == 2
     assert "no datasets" in capsys.readouterr().err

@@ -170,7 +170,8 @@ class Runs:
         self.caches: dict[str, kts.Cache] = {}
         # (dataset, strategy) -> the error of a Kernel Tuner run that raised: such a run counts as
         # measuring nothing, and the report says why (greedy_ils raised on a sparse sample of a
-        # space, where a configuration may have no neighbour)
+        # space, where a configuration may have no neighbour). The runs carry it (``Run.error``);
+        # here it stops the later seeds of this process from trying again.
         self.failed: dict[tuple[str, str], str] = {}
 
     def __call__(self, data: dataset.Dataset, name: str, seed: int, *, horizon: int, cap: int, batch: int,
@@ -185,13 +186,24 @@ class Runs:
         if key not in self.caches:
             self.caches[key] = kts.export(data, self.directory / f"{key}.json", reverse=reverse)
         if (data.name, name) in self.failed:  # once it raised (a time limit may take minutes), not again
-            return rr._run(name, seed, [], 0.0)
+            return rr._run(name, seed, [], 0.0, error=self.failed[(data.name, name)])
         try:
             rows, seconds = kts.run(self.caches[key], strategy, seed, max_fevals=cap)
         except Exception as exc:  # noqa: BLE001 - another tuner's failure is a result, not ours to stop on
             self.failed[(data.name, name)] = f"{type(exc).__name__}: {exc} (seed {seed})"
-            return rr._run(name, seed, [], 0.0)
+            return rr._run(name, seed, [], 0.0, error=self.failed[(data.name, name)])
         return rr._run(name, seed, rows, seconds)
+
+
+def raised(outcomes: Sequence[rr.Outcome]) -> dict[tuple[str, str], str]:
+    """(dataset, strategy) -> the error of its first run that raised."""
+    found: dict[tuple[str, str], str] = {}
+    for o in outcomes:
+        for name, runs in o.runs.items():
+            error = next((r.error for r in runs if r.error), "")
+            if error:
+                found[(o.dataset, name)] = error
+    return found
 
 
 def medians(outcome: rr.Outcome) -> dict[str, float]:
@@ -281,7 +293,7 @@ def main(argv: list[str] | None = None, *, strategies: Sequence[str] = DEFAULT) 
     detail = br.markdown(outcomes, False, args, datasets)
     budgets = [line for o in outcomes for line in [f"{o.dataset}:"] + used(o)]
     failed = [f"- {name} on {data}: raised {error}; that run and the later seeds' count as measuring nothing"
-              for (data, name), error in runs.failed.items()]
+              for (data, name), error in raised(outcomes).items()]
     (out / "results.md").write_text(f"## Across datasets\n\n{text}\n## Per dataset\n\n{detail}\n"
                                     "## Configurations used by Kernel Tuner's strategies\n\n" + "\n".join(budgets) + "\n"
                                     + ("\n## Runs that raised\n\n" + "\n".join(failed) + "\n" if failed else ""))

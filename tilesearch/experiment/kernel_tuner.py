@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import random
 import signal
 import threading
@@ -124,7 +125,11 @@ def export(data: dataset.Dataset, path: str | Path, *, reverse: bool = False) ->
               "objective": "time", "cache": entries}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(header))
+    # written aside and renamed: the field benchmark's processes may export one dataset at once, and a
+    # Kernel Tuner run in another must read a whole file
+    aside = path.with_name(f".{path.name}.{os.getpid()}")
+    aside.write_text(json.dumps(header))
+    os.replace(aside, path)
     return Cache(path, data.name, problem_size, tune_params, encode, rows)
 
 

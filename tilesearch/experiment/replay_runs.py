@@ -78,6 +78,7 @@ class Run:
     cost_s: list[float]
     overhead_s: float
     transfer: str = ""
+    error: str = ""  # why the strategy raised: the run then counts as measuring nothing
 
     def trials_to(self, fraction: float, best: float) -> float:
         """1-based trial at which ``fraction`` of ``best`` TFLOP/s was first reached (inf: never)."""
@@ -126,14 +127,15 @@ def dataset_space(data: dataset.Dataset) -> Space:
     return data.restrict(op.space(op.problem(**data.problem), Target.from_dict(data.meta["target"])))
 
 
-def _run(name: str, seed: int, rows: Sequence[dataset.Row | None], overhead_s: float, transfer: str = "") -> Run:
+def _run(name: str, seed: int, rows: Sequence[dataset.Row | None], overhead_s: float, transfer: str = "",
+         error: str = "") -> Run:
     share = overhead_s / max(len(rows), 1)
     return Run(
         strategy=name, seed=seed,
         tflops=[r.tflops if r is not None and r.ok else None for r in rows],
         latency_ms=[r.latency_ms if r is not None and r.ok else None for r in rows],
         cost_s=[(r.compile_s or 0.0) + (r.measure_s or 0.0) + share if r is not None else share for r in rows],
-        overhead_s=overhead_s, transfer=Path(transfer).name if transfer else "",
+        overhead_s=overhead_s, transfer=Path(transfer).name if transfer else "", error=error,
     )
 
 

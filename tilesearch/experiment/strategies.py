@@ -41,12 +41,15 @@ instead (for developing without data; everything it writes says SYNTHETIC).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import math
+import multiprocessing as mp
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,45 +66,109 @@ def benchmark(datasets: Sequence[dataset.Dataset], args: argparse.Namespace,
               log: Callable[[str], None] = print, run: Callable[..., Run] | None = None) -> list[Outcome]:
     """Every strategy of ``args.strategies`` on every dataset, one run per seed. ``run`` (default
     :func:`run_one`, same arguments) runs one; ``experiments/field_benchmark.py`` passes one that
-    also knows other tuners' strategies."""
+    also knows other tuners' strategies. With ``args.jobs`` above 1 each (dataset, strategy)
+    pair's seeds run in that many processes (each part with a copy of ``run``); every run is seeded and
+    single-threaded, so the runs are the same either way, and only their measured overheads
+    (part of the score) see the other processes."""
     run = run or run_one
-    outcomes = []
-    for data in datasets:
-        best = data.best().tflops
-        outcome = Outcome(data.name, len(data), best)
-        setup = score_setup(data, args.cutoff, args.cutoff_start)
-        horizon = max(args.min_horizon, math.ceil(args.horizon * len(data)))
-        cap = max(horizon, math.ceil(args.max_share * len(data)))
-        source = nearest(data, datasets)
-        hints = None
-        if any("carver" in name for name in args.strategies):
-            op = registry.load(data.op)
-            hints = op.hints(op.problem(**data.problem), dataset_space(data), Target.from_dict(data.meta["target"]),
-                             kind="carver", n=8)
-        for name in args.strategies:
-            if "transfer" in name and source is None:
-                log(f"{data.name}: no other dataset of {data.op} on this GPU to transfer from; skipping {name}")
-                continue
-            start = time.perf_counter()
-            runs = [run(data, name, seed, horizon=horizon, cap=cap, batch=args.batch, hints=hints,
-                        transfer=source.path if "transfer" in name and source else "")
-                    for seed in range(args.seeds)]
-            outcome.runs[name] = runs
-            outcome.scores[name] = [willemsen_score(r, setup) for r in runs]
-            log(f"{data.name} {name}: {len(runs)} runs in {time.perf_counter() - start:.1f} s")
-        if args.transfer_from == "all":
-            for other in sources(data, datasets):
-                if other is source and "xgb+transfer" in outcome.runs:
-                    outcome.by_source[other.name] = outcome.runs["xgb+transfer"]
+    jobs = getattr(args, "jobs", 1)
+    # each strategy's seeds in up to ``jobs`` parts: one strategy (CMA-ES's 30 seeds on the
+    # einsum-sum sweep, 11.5 min on 2 cores) would otherwise keep one process busy after the rest
+    parts = [range(args.seeds)[i::max(1, jobs)] for i in range(min(max(1, jobs), args.seeds))]
+
+    def submit(*task: Any, **kwargs: Any) -> list[concurrent.futures.Future]:
+        return [pool.submit(_seeds, *task, seeds=list(part), **kwargs) for part in parts]
+
+    with _executor(jobs) as pool:
+        pending = []
+        for data in datasets:
+            outcome = Outcome(data.name, len(data), data.best().tflops)
+            horizon = max(args.min_horizon, math.ceil(args.horizon * len(data)))
+            cap = max(horizon, math.ceil(args.max_share * len(data)))
+            source = nearest(data, datasets)
+            hints = None
+            if any("carver" in name for name in args.strategies):
+                op = registry.load(data.op)
+                hints = op.hints(op.problem(**data.problem), dataset_space(data),
+                                 Target.from_dict(data.meta["target"]), kind="carver", n=8)
+            common = dict(horizon=horizon, cap=cap, batch=args.batch)
+            tasks: dict[str, Any] = {}
+            for name in args.strategies:
+                if "transfer" in name and source is None:
+                    log(f"{data.name}: no other dataset of {data.op} on this GPU to transfer from; skipping {name}")
                     continue
-                start = time.perf_counter()
-                outcome.by_source[other.name] = [
-                    run_one(data, "xgb+transfer", seed, horizon=horizon, cap=cap, batch=args.batch, transfer=other.path)
-                    for seed in range(args.seeds)]
-                log(f"{data.name} xgb+transfer from {other.name}: {args.seeds} runs in "
-                    f"{time.perf_counter() - start:.1f} s")
-        outcomes.append(outcome)
+                tasks[name] = submit(run, data, name, hints=hints,
+                                     transfer=source.path if "transfer" in name and source else "", **common)
+            by_source = {}
+            if args.transfer_from == "all":
+                for other in sources(data, datasets):
+                    if other is source and "xgb+transfer" in tasks:
+                        by_source[other.name] = tasks["xgb+transfer"]
+                    else:
+                        by_source[other.name] = submit(run_one, data, "xgb+transfer", transfer=other.path, **common)
+            pending.append((data, outcome, tasks, by_source))
+        outcomes = []
+        for data, outcome, tasks, by_source in pending:
+            setup = score_setup(data, args.cutoff, args.cutoff_start)
+            for name, futures in tasks.items():
+                outcome.runs[name], seconds = _gathered(futures)
+                outcome.scores[name] = [willemsen_score(r, setup) for r in outcome.runs[name]]
+                log(f"{data.name} {name}: {args.seeds} runs in {seconds:.1f} s")
+            for other, futures in by_source.items():
+                outcome.by_source[other], seconds = _gathered(futures)
+                log(f"{data.name} xgb+transfer from {other}: {args.seeds} runs in {seconds:.1f} s")
+            outcomes.append(outcome)
     return outcomes
+
+
+def _seeds(run: Callable[..., Run], data: dataset.Dataset, name: str, *, seeds: list[int],
+           **kwargs: Any) -> tuple[list[Run], float]:
+    """``run`` for each of ``seeds``, and the seconds they took."""
+    start = time.perf_counter()
+    return [run(data, name, seed, **kwargs) for seed in seeds], time.perf_counter() - start
+
+
+def _gathered(futures: Sequence[concurrent.futures.Future]) -> tuple[list[Run], float]:
+    """The runs of a strategy's parts in seed order, and the seconds they took together. Once a
+    seed's run raised, the later seeds count as measuring nothing, as in one process, where
+    they are not tried (``field.Runs``: a run that raises may have taken a 2-minute time limit)."""
+    parts = [f.result() for f in futures]
+    runs = sorted((r for part, _ in parts for r in part), key=lambda r: r.seed)
+    raised = next((r for r in runs if r.error), None)
+    if raised is not None:
+        runs = [r if r.seed <= raised.seed else replace(r, tflops=[], latency_ms=[], cost_s=[], overhead_s=0.0,
+                                                         error=raised.error) for r in runs]
+    return runs, sum(seconds for _, seconds in parts)
+
+
+class _InProcess(concurrent.futures.Executor):
+    """``jobs=1``: each task runs when submitted, here (patched functions and all)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the result, as a pool does
+            future.set_exception(exc)
+        return future
+
+
+def _single_threaded() -> None:
+    """A benchmark process's start: one thread each, as the processes share the cores (GP's fits in
+    torch would otherwise take all of them in every process)."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(1)
+
+
+def _executor(jobs: int) -> concurrent.futures.Executor:
+    if jobs <= 1:
+        return _InProcess()
+    return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"),
+                                                  initializer=_single_threaded)
 
 
 def synthetic_sets(directory: Path) -> list[dataset.Dataset]:
@@ -124,6 +191,8 @@ def build_parser(strategies: Sequence[str] = STRATEGIES) -> argparse.ArgumentPar
                         help="comma-separated; NAME+transfer (xgb) and NAME+carver (Carver hints first) also work, "
                              "and gp, cmaes (Optuna's samplers)")
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="processes to run the seeds of each (dataset, strategy) in (default: one per core)")
     parser.add_argument("--batch", type=int, default=1, help="proposals per round (the pipeline is one round deeper than the compile pool, batch - 1 workers)")
     parser.add_argument("--horizon", type=float, default=0.1,
                         help="run each strategy for at least this share of the dataset (and until 99%% is reached)")

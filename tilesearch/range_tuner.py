@@ -5,8 +5,8 @@ and the geometric middle first; ``xgb`` by default, which trains on the op's oth
 the storage, so each new size starts from what the tuned ones taught it), measures every
 size's winner at every other tuned size, and makes buckets from that table
 (:func:`tilesearch.buckets.cover`). Where neighbouring tuned sizes fall in different buckets,
-or lie far apart, it tunes one geometric midpoint (where a winner loses most at the other end)
-and decides again, until the buckets settle or ``sizes`` are tuned; then it adds a few
+or lie far apart in size or in time, it tunes one geometric midpoint (where the best latency
+grows most, :func:`~tilesearch.buckets.next_sizes`) and decides again, until the buckets settle or ``sizes`` are tuned; then it adds a few
 configurations to each size's search, now that the strategy can learn from all of them
 (:func:`_refine`), times the winners at probe sizes (:func:`~tilesearch.buckets.probe_sizes`)
 and decides once more. :func:`certify`

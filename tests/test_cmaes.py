@@ -39,3 +39,12 @@ def test_proposals_are_optunas_own(batch):
     ours = _proposals(FinishedOnceCmaEs(**options), 180, batch)
     assert ours == _proposals(optuna.samplers.CmaEsSampler(**options), 180, batch)
     assert len({tuple(sorted(p.items())) for p in ours}) > 20  # it searched, it did not repeat one point
+
+
+def test_one_sampler_over_two_studies_proposes_what_optunas_does():
+    """Each study's own trials: the second study (another in-memory storage, the same study id 0)
+    starts from nothing, not from the first's gathered trials."""
+    options = dict(seed=2, with_margin=True, n_startup_trials=4, warn_independent_sampling=False)
+    ours, theirs = FinishedOnceCmaEs(**options), optuna.samplers.CmaEsSampler(**options)
+    for _ in range(2):
+        assert _proposals(ours, 60, 2) == _proposals(theirs, 60, 2)

@@ -232,19 +232,22 @@ class FinishedOnceCmaEs(optuna.samplers.CmaEsSampler):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._gathered: dict[tuple[int, int], tuple[int, list[Any]]] = {}  # study -> (finished prefix, complete)
+        # study id -> (its storage, the finished prefix's length, its complete trials); the storage
+        # is kept and compared, not its id(), which a later storage may reuse
+        self._gathered: dict[int, tuple[Any, int, list[Any]]] = {}
 
     def _get_trials(self, study: optuna.Study) -> list[Any]:
         if self._consider_pruned_trials:  # pruned trials' values are rewritten per call there
             return super()._get_trials(study)
         trials = study._get_trials(deepcopy=False, use_cache=True)
-        key = (id(study._storage), study._study_id)
-        done, complete = self._gathered.get(key, (0, []))
+        storage, done, complete = self._gathered.get(study._study_id, (None, 0, []))
+        if storage is not study._storage:
+            done, complete = 0, []
         while done < len(trials) and trials[done].state.is_finished():
             if trials[done].state == TrialState.COMPLETE:
                 complete.append(trials[done])
             done += 1
-        self._gathered[key] = (done, complete)
+        self._gathered[study._study_id] = (study._storage, done, complete)
         return complete + [t for t in trials[done:] if t.state == TrialState.COMPLETE]
 
 

@@ -63,7 +63,7 @@ def test_probes_time_the_searched_sizes_winners_and_search_nothing(tuned):
 
     _, settings, result, _ = tuned
     searched = {s: SimpleNamespace(study=n) for s, n in result.studies.items() if s not in result.probes}
-    winners = set(range_tuner._winners(searched, settings, result.tolerance))
+    winners = set(range_tuner._winners(searched, settings, range_tuner._margin(RangeSettings(tolerance=result.tolerance))))
     for size in result.probes:
         db = TuningDatabase(settings.storage, result.studies[size])
         assert {config_key(r.config) for r in db.records()} <= winners and db.final() is None  # no re-time
@@ -359,6 +359,14 @@ def test_a_sizes_winners_include_its_contenders_within_the_tolerance(monkeypatch
     # the choice, the fastest, and the CONTENDERS (3) fastest of the rest within 3%
     assert {c["tile"] for c in winners.values()} == {"choice", "fastest", "a", "b", "d"}
     assert len(range_tuner._winners({64: SimpleNamespace(study="s")}, TuneSettings(), 0.0)) == 2
+
+
+def test_probes_and_contenders_stay_at_the_resolved_loss_while_buckets_follow_the_tolerance():
+    from tilesearch.buckets import RESOLVED
+
+    assert RangeSettings().tolerance < RESOLVED  # buckets finer than one search figure resolves
+    assert range_tuner._margin(RangeSettings()) == RESOLVED
+    assert range_tuner._margin(RangeSettings(tolerance=0.05)) == 0.05
 
 
 def test_each_tuned_size_gets_its_refining_trials_once(tuned, tmp_path):

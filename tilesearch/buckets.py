@@ -25,6 +25,10 @@ from typing import Any
 MAX_GAP_RATIO = 8.0  # tuned neighbours further apart than this are refined even inside one bucket
 MIN_GAP_RATIO = 1.25  # closer than this, the boundary's position is not worth another size
 MAX_TIME_RATIO = 2.0  # tuned neighbours whose best latencies differ by more are refined too
+RESOLVED = 0.03
+"""The smallest loss worth a probe or a contender: a size's figures are single search timings,
+which move by 1-2% between processes, so a probe placed for a finer loss, or a contender within
+less of the best, is placed by that noise. Buckets may still be finer (their tolerance)."""
 
 
 def config_key(config: Mapping[str, Any]) -> str:

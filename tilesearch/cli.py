@@ -20,7 +20,7 @@ USAGE = """usage: tilesearch COMMAND [key=value ...]
 commands:
   tune op=NAME PARAMS... [strategy=tpe trials=64 seed=0 storage=URL runner=local transfer=FILES ...]
                        a range (m=1..16384) tunes chosen sizes, makes buckets and certifies them
-                       on held-out sizes [sizes=7 tolerance=0.03 heldout=8]; show and export
+                       on held-out sizes [sizes=7 tolerance=0.01 heldout=8]; show and export
                        take the same range
                        search the op's knobs on the GPU and keep every trial
                        (runner=replay:FILE serves a recorded dataset instead of a GPU;

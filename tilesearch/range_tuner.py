@@ -62,16 +62,22 @@ class RangeSettings:
     Attributes:
         sizes: the most sizes to tune (each with ``trials`` configurations).
         tolerance: a bucket's configuration may be this much slower than a tuned size's best.
+            At 3% (the default until 2026-11-28) one 10-stage 64x112 tile served 1..56 rows of a
+            14336x4096 range on the H100, 2.2% behind the swapped 64-row tile that won at 1 to 25
+            rows; held-out sizes there lost 2.4-3.0% to per-size searches, which put the median
+            regret at the 3% target by themselves. More buckets cost one more compiled kernel
+            each, nothing at run time. Probes and contenders keep the coarser
+            :data:`~tilesearch.buckets.RESOLVED` (:func:`_margin`).
         heldout: sizes to certify after tuning (not among the tuned ones); 0: none.
         probes: sizes measured between each two neighbouring tuned sizes whose winners differ
-            by more than ``tolerance``, once the tuning is done: every tuned size's winners are
+            by more than :func:`_margin`, once the tuning is done: every tuned size's winners are
             timed there, nothing is searched (:func:`_probe`); 0: none.
         refine: configurations each tuned size's search adds once the sizes are settled, when
             ``xgb`` can learn from all of them (:func:`_refine`); 0: none.
     """
 
     sizes: int = 7
-    tolerance: float = 0.03
+    tolerance: float = 0.01
     heldout: int = 8
     probes: int = 2
     refine: int = 3
@@ -190,7 +196,7 @@ def tune_range(
 
         def decide() -> tuple[Table, Any, list[Bucket]]:
             """Every tuned size's winners measured at every tuned size, and the buckets from that."""
-            table = _cross_measure(operator, size_range, rest, tuned, settings, stages, ranges.tolerance)
+            table = _cross_measure(operator, size_range, rest, tuned, settings, stages, _margin(ranges))
             if not table.latency:
                 raise NoBucketsError(
                     f"no correct configuration at any tuned size of {operator.name} "
@@ -223,7 +229,7 @@ def tune_range(
             table, shape, found = decide()
         probed: dict[int, TuneResult] = {}
         if ranges.probes > 0:
-            between = bucketing.probe_sizes(found, list(tuned), ranges.probes, table, ranges.tolerance, shape)
+            between = bucketing.probe_sizes(found, list(tuned), ranges.probes, table, _margin(ranges), shape)
             rounds = _recorded(*record, PROBED_ATTR)
             for i in range(1 + bucketing.SPLIT_ROUNDS):  # the probes, then where the winner changes
                 if i < len(rounds):
@@ -231,13 +237,13 @@ def tune_range(
                 else:
                     rounds.append(sorted(between))
                     _note(*record, rounds, PROBED_ATTR)
-                more = _probe(operator, size_range, rest, tuned, settings, stages, between, ranges.tolerance)
+                more = _probe(operator, size_range, rest, tuned, settings, stages, between, _margin(ranges))
                 if not more:
                     break
                 probed.update(more)
                 tuned.update(more)
                 table, shape, found = decide()
-                between = bucketing.split_sizes(table, ranges.tolerance)
+                between = bucketing.split_sizes(table, _margin(ranges))
     first = next(iter(tuned.values()))
     result = RangeResult(
         op=operator.name, name=size_range.name, lo=size_range.lo, hi=size_range.hi,
@@ -547,7 +553,13 @@ def _dispatched_record(operator, size_range, rest, size, settings, stages, tuned
 
 CONTENDERS = 3
 """Besides its choice and its fastest figure, a tuned size's winners include up to this many more
-of its configurations within the range's tolerance of that figure."""
+of its configurations within :func:`_margin` of that figure."""
+
+
+def _margin(ranges: RangeSettings) -> float:
+    """The loss that places probes and admits contenders: the buckets' tolerance, but no finer
+    than :data:`~tilesearch.buckets.RESOLVED`, what one search figure a size resolves."""
+    return max(ranges.tolerance, bucketing.RESOLVED)
 
 
 def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings, tolerance: float) -> dict[str, dict[str, Any]]:

@@ -9,7 +9,8 @@
 # Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME [FROM [EXTRA...]]
 limit=$1; pairs=$2; name=$3; from=${4:-.deploy}; shift $(($# < 4 ? $# : 4)); extra=("$@")
 source scripts/gpu-host.sh
-gpus=$(nvidia-smi -L | wc -l)
+gpus=${GPUS:-$(nvidia-smi -L | wc -l)}  # GPUS=3 on a 4-GPU host leaves the fourth (and its cores) free
+share=$(( $(nproc) / $(nvidia-smi -L | wc -l) ))  # each pair runs on its GPU's share of the cores
 run_pair() {  # entry gpu; entry: PAIR[+key=value...]
   local entry=$1 pair=${1%%+*} own=() w
   [ "$entry" != "$pair" ] && IFS=+ read -r -a own <<< "${entry#*+}"
@@ -25,7 +26,7 @@ run_pair() {  # entry gpu; entry: PAIR[+key=value...]
   [ -f "$w/deploy.db" ] && python3 -c "
 import sqlite3; c=sqlite3.connect('$w/deploy.db')
 print('stale trials failed:', c.execute(\"update trials set state='FAIL', datetime_complete=datetime('now') where state='RUNNING'\").rowcount); c.commit()"
-  CUDA_VISIBLE_DEVICES=$2 timeout -k 5 -s INT "$limit" python experiments/deploy_check.py parts=b sizes=7 pairs="$pair" \
+  CUDA_VISIBLE_DEVICES=$2 taskset -c $(($2 * share))-$(($2 * share + share - 1)) timeout -k 5 -s INT "$limit" python experiments/deploy_check.py parts=b sizes=7 pairs="$pair" \
     work="$w" out="$w/out" "${extra[@]}" "${own[@]}" > "$OUT/${name}_$entry.log" 2>&1
   echo "rc=$?" >> "$OUT/${name}_$entry.log"
   python3 -c "import sqlite3; c=sqlite3.connect('$w/deploy.db'); c.execute('pragma wal_checkpoint(TRUNCATE)'); c.close()"

@@ -138,6 +138,7 @@ def compare(args):
     out.mkdir(parents=True, exist_ok=True)
     args.problem = {"m": args.size, "n": args.size, "k": args.size, "dtype": "float16"}
 
+    from tilesearch.builder.local import usable_cores
     from tilesearch.dataset import narrow
     from tilesearch.registry import load
     from tilesearch.runner import LocalRunner
@@ -145,7 +146,7 @@ def compare(args):
 
     op = load("gemm")
     args.trials = narrow(op.space(op.problem(**args.problem), Target.from_arch("sm_90a")), KNOBS).count_valid()
-    cores = max(2, (os.cpu_count() or 4) - 2)
+    cores = max(2, usable_cores() - 2)
     storage = f"sqlite:///{out / 'multi_gpu.db'}"
     if args.cache == "warm":
         prefill(args, cores)

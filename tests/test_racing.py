@@ -187,3 +187,20 @@ def test_once_a_trial_raced_trials_are_ranked_by_their_ratio_not_their_latency()
     wrong = RunResult(Status.WRONG_RESULT, latency_ms=0.2)
     assert speeds([full, raced, wrong]) == [0.951, 0.893, None]
     assert speeds([full, RunResult(Status.OK, latency_ms=0.344, speedup=0.893, tflops=699.0)]) == [661.0, 699.0]
+
+
+def test_comparable_latencies_put_raced_trials_at_the_clock_of_the_full_ones():
+    """Regression: a range's table compared raw latencies, and at 8932 rows (H200) a persistent
+    256x128 tile raced beside a 1.27 ms baseline looked 4% ahead of a 128x256 one timed in full
+    beside 1.46 ms, where by ratio it was 9% behind; it served 5633..11008 rows and lost 9.6% at
+    8928 rows, timed side by side."""
+    from tilesearch.records import RunResult, Status, comparable_ms
+
+    full = RunResult(Status.OK, latency_ms=1.527, baseline_ms=1.458, speedup=0.954)
+    raced = RunResult(Status.OK, latency_ms=1.462, baseline_ms=1.272, speedup=0.870, extra={"raced": True})
+    wrong = RunResult(Status.WRONG_RESULT, latency_ms=0.2)
+    ms = comparable_ms([full, raced, wrong])
+    assert ms[0] == pytest.approx(1.458 / 0.954) and ms[1] == pytest.approx(1.458 / 0.870) and ms[2] is None
+    assert ms[0] < ms[1]  # the raced tile is slower at one clock, though its own latency is lower
+    unraced = [RunResult(Status.OK, latency_ms=1.5, baseline_ms=1.4, speedup=0.93)]
+    assert comparable_ms(unraced) == [1.5]  # nothing raced: the latency, as speeds() ranks

@@ -38,7 +38,7 @@ from tilesearch.database import TuningDatabase, hold_out, open_storage
 from tilesearch.deploy.artifact import capability
 from tilesearch.op import Operator, Problem
 from tilesearch.ranges import SizeRange, parse, problem_at, range_key
-from tilesearch.records import has_result, is_correct
+from tilesearch.records import comparable_ms, has_result, is_correct
 from tilesearch.runner import Runner
 from tilesearch.space import Space
 from tilesearch.strategy import create
@@ -571,9 +571,10 @@ def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings, tolerance:
     winners: dict[str, dict[str, Any]] = {}
     for result in tuned.values():
         ranked = TuningDatabase(settings.storage, result.study).best(10**6)
-        fastest = sorted(ranked, key=lambda r: r.latency_ms)
+        ms = dict(zip(map(id, ranked), comparable_ms(ranked)))
+        fastest = sorted((r for r in ranked if ms[id(r)] is not None), key=lambda r: ms[id(r)])
         first = ranked[:1] + fastest[:1]
-        close = [r for r in fastest if r.latency_ms <= fastest[0].latency_ms * (1 + tolerance) and r not in first]
+        close = [r for r in fastest if ms[id(r)] <= ms[id(fastest[0])] * (1 + tolerance) and r not in first]
         for record in first + close[:CONTENDERS]:
             winners.setdefault(config_key(record.config), record.config)
     return winners
@@ -618,7 +619,8 @@ def _cross_measure(operator, size_range, rest, tuned, settings, stages, toleranc
     which :func:`~tilesearch.buckets.cover` may pick since it compares the figures. Before the
     second was measured too, the 430-row configuration that served a 4096x4096 range up to 789
     rows (H100) had no figure at 1448, and the edge fell back to the geometric mean. The added
-    trials get no final re-time: the table compares search figures, and with sizes placed one a
+    trials get no final re-time: the table compares search figures, each at the clock of a full
+    timing (:func:`~tilesearch.records.comparable_ms`), and with sizes placed one a
     round, re-timing every tuned size after every round took 74-180 s a round on the H100. A
     rerun of the range re-times such a size once (its final no longer covers the study)."""
     winners = _winners(tuned, settings, tolerance)
@@ -636,9 +638,12 @@ def _cross_measure(operator, size_range, rest, tuned, settings, stages, toleranc
             tune(operator, problem, settings=replace(settings, trials=db.planned() + len(missing), retime=0),
                  strategy=Hinted(None, missing), runner=runner, builder=builder)
         row = {}
-        for record in TuningDatabase(settings.storage, result.study).best(10**6):
+        records = TuningDatabase(settings.storage, result.study).best(10**6)
+        for record, ms in zip(records, comparable_ms(records)):
+            if ms is None:
+                continue
             key = config_key(record.config)
-            row.setdefault(key, record.latency_ms)
+            row.setdefault(key, ms)
             table.configs.setdefault(key, record.config)
         if row:
             table.latency[size] = row

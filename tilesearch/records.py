@@ -221,9 +221,7 @@ def speeds(records: Sequence[Any]) -> list[float | None]:
     latency stays the figure: the replay datasets' baselines add their own noise to a ratio, and
     ``xgb`` learning ratios instead of TFLOP/s needed up to 18 trials to 97% of a dataset's best
     where it needs 10."""
-    correct = [r for r in records if is_correct(r)]
-    raced = any((getattr(r, "attrs", None) or getattr(r, "extra", None) or {}).get("raced") for r in correct)
-    ratios = raced and all(getattr(r, "speedup", None) for r in correct)
+    ratios = _by_ratio(records)
     out: list[float | None] = []
     for r in records:
         if not is_correct(r):
@@ -233,6 +231,37 @@ def speeds(records: Sequence[Any]) -> list[float | None]:
         else:
             out.append(r.tflops if getattr(r, "tflops", None) else 1.0 / r.latency_ms)
     return out
+
+
+def comparable_ms(records: Sequence[Any]) -> list[float | None]:
+    """One latency per record of one problem that compares across the records, as :func:`speeds`
+    ranks them (``None`` for a record that is not correct): where they rank by the ratio to the
+    baseline, the baseline's median time in the records that were not raced, over each record's
+    ratio (every figure at the clock of a full timing); else ``latency_ms``.
+
+    A range's table compares its figures at one size and draws them between sizes, so it needs
+    milliseconds at one clock. On an H200 (2026-11-27, ``f917264``) the 8932-row search of a
+    14336x4096 range timed raced trials beside a baseline of 1.27-1.29 ms and full ones beside
+    1.46 ms: by latency a persistent 256x128 tile was 4% ahead of a 128x256 one and served
+    5633..11008 rows, by ratio it was 9% behind, and at 8928 rows, timed side by side, the
+    dispatched tile lost 9.6% to the per-size search's 128x256."""
+    correct = [r for r in records if is_correct(r)]
+    if not _by_ratio(records):
+        return [r.latency_ms if is_correct(r) else None for r in records]
+    full = [r.baseline_ms for r in correct if r.baseline_ms and not _raced(r)]
+    base = sorted(full or [r.baseline_ms for r in correct if r.baseline_ms])
+    reference = base[len(base) // 2]
+    return [reference / r.speedup if is_correct(r) else None for r in records]
+
+
+def _raced(record: Any) -> bool:
+    return bool((getattr(record, "attrs", None) or getattr(record, "extra", None) or {}).get("raced"))
+
+
+def _by_ratio(records: Sequence[Any]) -> bool:
+    """Whether one problem's records compare by their ratio to the baseline (:func:`speeds`)."""
+    correct = [r for r in records if is_correct(r)]
+    return any(_raced(r) for r in correct) and all(getattr(r, "speedup", None) for r in correct)
 
 
 @dataclass(frozen=True)

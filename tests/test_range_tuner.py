@@ -345,7 +345,7 @@ def test_a_sizes_winners_include_its_contenders_within_the_tolerance(monkeypatch
     from types import SimpleNamespace
 
     ms = {"choice": 1.01, "fastest": 1.0, "a": 1.02, "b": 1.025, "c": 1.029, "d": 1.028, "slow": 1.05}
-    records = [SimpleNamespace(config={"tile": name}, latency_ms=ms[name]) for name in ms]  # ranked: choice first
+    records = [SimpleNamespace(config={"tile": name}, latency_ms=ms[name], status="ok") for name in ms]  # ranked: choice first
 
     class Db:
         def __init__(self, storage, study):

@@ -158,7 +158,8 @@ def test_a_gap_inside_one_bucket_is_refined_where_the_best_latency_grows():
     assert [b.tuned for b in buckets] == [tuple(sizes)]
     assert next_sizes(buckets, sizes, 3, t) == [4870, 789, 234]
     assert next_sizes(buckets, sizes, 5, t)[-1] == 11  # the flat end: only by width, last
-    assert next_sizes(buckets, sizes, 3) == [11, 4870, 789]  # no table: by width
+    # no table, so no growth: only the gaps wider than MAX_GAP_RATIO, by width
+    assert next_sizes(buckets, sizes, 3) == [11, 4870]
 
 
 def test_probes_go_between_tuned_sizes_whose_winners_differ():

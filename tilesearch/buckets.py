@@ -211,8 +211,8 @@ def next_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], n: int, table: T
         if b - a < 2 or ratio < MIN_GAP_RATIO:
             continue
         left, right = buckets[bucket_of(buckets, a)], buckets[bucket_of(buckets, b)]
-        grows = _time_ratio(table, a, b) if table is not None else ratio
-        if left is not right or ratio > MAX_GAP_RATIO or grows > MAX_TIME_RATIO:
+        grows = _time_ratio(table, a, b) if table is not None else ratio  # without a table: width ranks
+        if left is not right or ratio > MAX_GAP_RATIO or (table is not None and grows > MAX_TIME_RATIO):
             unknown = math.isinf(_crossed_loss(table, a, b, left, right, shape))
             candidates.append((unknown, grows, ratio, math.isqrt(a * b)))
     candidates.sort(reverse=True)

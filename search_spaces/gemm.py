@@ -469,6 +469,9 @@ class GemmOp(Operator):
     def rivals(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> list[Config]:
         return gemm_model.rivals(config)
 
+    def refits(self, problem: Problem, space: Space, target: Target, config: Mapping[str, Any], n: int) -> list[Config]:
+        return gemm_model.refits(problem, space, target, config, n, block_n_values(problem["n"]))
+
     def hints(self, problem: Problem, space: Space, target: Target, *, kind: str, n: int) -> list[Config]:
         if kind != "carver":
             return super().hints(problem, space, target, kind=kind, n=n)

@@ -13,7 +13,7 @@ dtype. Other tile-GEMM-like operators (the grouped GEMM plugin) reuse :func:`war
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from search_spaces.gemm_cluster import CLUSTERS
@@ -266,6 +266,78 @@ def carver_hints(problem: Problem, space: Space, target: Target, n: int = 8) -> 
 def _distance(config: Mapping[str, Any], tile: int) -> tuple:
     wanted = {**CARVER_DEFAULTS, "threads": 256 if tile >= 128 * 128 else 128}
     return tuple(config.get(k) != v for k, v in wanted.items())
+
+
+REFIT_SHARE = 0.85
+"""A refit's blocks keep at least this share of the SMs busy over their whole waves."""
+SPLITS = (1, 2, 4, 8, 16)
+
+
+def refits(problem: Mapping[str, Any], space: Space, target: Target, config: Mapping[str, Any], n: int,
+           widths: Sequence[int]) -> list[Config]:
+    """Up to ``n`` valid configurations with ``config``'s other knobs and another tile (``block_m``
+    x ``block_n``, from ``widths``) and ``split_k``, whose blocks fill whole waves of the SMs (each
+    at least :data:`REFIT_SHARE` busy), the fewest waves first: alternately the largest such tile
+    without split-K and the largest with it (in rows M really has), each with as many of
+    ``config``'s bytes in flight as its shared memory holds (:func:`_fitted`).
+
+    On an H200 (2026-11-27, ranges m=1..16384 in bfloat16, nt) three held-out sizes lost 15-31%
+    to such tiles, none of which a tuned size's search or a probe had measured: at 235 rows of
+    4096x4096 a 128x64 tile (2 x 64 = 128 blocks on 132 SMs) against the 128x128 tile (64
+    blocks) that won at 128 and 430 rows; at 235 rows of 4096x14336 a 256x128 tile with 4-way
+    split-K (1 x 32 x 4); at 21 rows of 4096x14336 a swapped 16x64 tile without split-K (2 x 64).
+    The analytic model (:func:`estimate`) ties the first with over 5,000 configurations, as the
+    weights' bytes rank them all alike there."""
+    m, cols, sms = problem["m"], problem["n"], target.num_sms
+    heights = (16, 32, 64, 128, 256) if config.get("swap_ab", False) else (64, 128, 256)
+    fits: list[tuple[int, float, int, int, int]] = []
+    for bm in heights:
+        if bm // 2 >= m and bm // 2 in heights:
+            continue  # a tile half as tall already holds every row
+        for bn in widths:
+            for split in SPLITS:
+                blocks = math.ceil(m / bm) * math.ceil(cols / bn) * split
+                waves = math.ceil(blocks / sms)
+                if blocks / (waves * sms) >= REFIT_SHARE:
+                    work = m / math.ceil(m / bm) * cols / math.ceil(cols / bn)  # a tile's share, padding left out
+                    fits.append((waves, -work, split, bm, bn))
+    largest = sorted(fits)  # the fewest waves first (the largest tiles may not fit a block, so all of them)
+    unsplit = [f for f in largest if f[2] == 1]
+    own = (config["block_m"], config["block_n"], config.get("split_k", 1))
+
+    def valid(order: list[tuple[int, float, int, int, int]]) -> Iterator[Config]:
+        for _, _, split, bm, bn in order:
+            if (bm, bn, split) != own:
+                fitted = _fitted(space, {**config, "block_m": bm, "block_n": bn, "split_k": split})
+                if fitted is not None:
+                    yield fitted
+
+    out: list[Config] = []
+    sources = [valid(unsplit), valid(largest)]
+    while sources and len(out) < n:  # one from each in turn
+        source = sources.pop(0)
+        for fitted in source:
+            if fitted not in out:
+                out.append(fitted)
+                sources.append(source)
+                break
+    return out
+
+
+def _fitted(space: Space, config: Config) -> Config | None:
+    """``config`` as valid as it can be made with the same bytes in flight: its stages of its K
+    step, else fewer stages or a K step half or a quarter as wide (kept at two stages or more
+    where it can be), with its thread count or the other one."""
+    depth = config["num_stages"] * config["block_k"]
+    found = []
+    for threads in dict.fromkeys((config["threads"], 256 if config["threads"] == 128 else 128)):
+        for bk in (config["block_k"], config["block_k"] // 2, config["block_k"] // 4):
+            for stages in range(max(1, depth // max(bk, 1)), 0, -1):
+                candidate = {**config, "threads": threads, "block_k": bk, "num_stages": stages}
+                if bk >= 16 and space.why_invalid(candidate) is None:
+                    found.append((stages >= 2, stages * bk, threads == config["threads"], candidate))
+                    break
+    return max(found, key=lambda f: f[:3])[3] if found else None
 
 
 FLIPPED_POLICY = {"full_row": "full_col", "full_col": "full_row"}

@@ -258,6 +258,14 @@ class Operator(abc.ABC):
         None by default."""
         return []
 
+    def refits(self, problem: Problem, space: Space, target: Target, config: Mapping[str, Any], n: int) -> list[Config]:
+        """Up to ``n`` distinct valid configurations of ``space``, other than ``config``, that do its
+        work in pieces that fill ``target`` at this problem, most promising first: what may win at
+        a size between a range's tuned sizes, where neither tuned size's pieces fill the GPU (a
+        GEMM's tiles once M leaves them half a wave short). A range times them at its probes
+        beside the tuned sizes' winners (:mod:`tilesearch.range_tuner`). None by default."""
+        return []
+
     def hints(self, problem: Problem, space: Space, target: Target, *, kind: str, n: int) -> list[Config]:
         """Up to ``n`` distinct valid configurations of ``space`` that a model of ``target``
         recommends, best first (``kind`` is one of :attr:`hint_kinds`).

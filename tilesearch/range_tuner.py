@@ -237,7 +237,7 @@ def tune_range(
                 else:
                     rounds.append(sorted(between))
                     _note(*record, rounds, PROBED_ATTR)
-                more = _probe(operator, size_range, rest, tuned, settings, stages, between, _margin(ranges))
+                more = _probe(operator, size_range, rest, tuned, settings, stages, between, _margin(ranges), found, record)
                 if not more:
                     break
                 probed.update(more)
@@ -580,8 +580,33 @@ def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings, tolerance:
     return winners
 
 
+REFITS = 4
+"""Configurations a probe times besides the tuned sizes' winners: the op's refits of the
+configuration that serves the probed size (:meth:`~tilesearch.op.Operator.refits`)."""
+
+
+REFITTED_ATTR = "range_refits"
+"""Record attribute: ``[size, refits]`` for each probed size, the refits it timed. A range run
+again times these, not the refits of the configuration that serves the size then: later rounds'
+measurements change the buckets, so new refits would win there and be cross-measured at every
+tuned size on every rerun."""
+
+
+def _refits(operator, problem, space, target, buckets, size, record) -> list[dict[str, Any]]:
+    """The op's refits of the configuration that serves ``size``, as recorded for it, else now."""
+    done = [[int(s), found] for s, found in (_recorded(*record, REFITTED_ATTR) if record else [])]
+    for s, found in done:
+        if s == size:
+            return [dict(c) for c in found if space.why_invalid(c) is None]
+    found = operator.refits(problem, space, target, buckets[bucketing.bucket_of(buckets, size)].config, REFITS)
+    if record:
+        _note(*record, sorted([*done, [size, found]], key=lambda entry: entry[0]), REFITTED_ATTR)
+    return found
+
+
 def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[int],
-           tolerance: float) -> dict[int, TuneResult]:
+           tolerance: float, buckets: Sequence[Bucket] = (), record: tuple[str | None, str] | None = None,
+           ) -> dict[int, TuneResult]:
     """Times every tuned size's winners at ``sizes`` (:func:`~tilesearch.buckets.probe_sizes`),
     one study a size whose trials are those configurations. Nothing is searched there, so a
     probe costs the winners' compiles and timings, not a search. The buckets' edges then follow
@@ -590,7 +615,10 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
     held-out sizes there (2026-11-26). A short search at each probe (3 configurations from
     ``xgb`` after the winners) was tried on a 14336x4096 range (H100, 2026-11-27, ``b293798``):
     the 128x256 tile that held-out searches found 15% ahead at 784 and 2657 rows was still
-    measured at no size of the range, so it was taken out again."""
+    measured at no size of the range, so it was taken out again. Since then a probe also times
+    the op's refits of the configuration that serves it (:data:`REFITS`): on an H200
+    (2026-11-27, ``f917264``) the held-out sizes that still lost 15-31% lost to tiles whose blocks
+    fill one wave of the SMs there and not at the tuned sizes around them."""
     winners = list(_winners(tuned, settings, tolerance).values())
     target = next(iter(tuned.values())).target
     out = {}
@@ -598,6 +626,10 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
         problem = problem_at(operator, size_range, rest, size)
         space = operator.space(problem, target)
         valid = [c for c in winners if space.why_invalid(c) is None]
+        if buckets:  # what may fill the GPU here where the tuned sizes' tiles do not
+            seen = {config_key(c) for c in valid}
+            valid += [c for c in _refits(operator, problem, space, target, buckets, size, record)
+                      if config_key(c) not in seen]
         # the search's figures are what the table compares at every size; a final re-time (two
         # fresh processes, some 6 s on the H100) would add nothing to them
         probe = replace(settings, trials=len(valid), retime=0)

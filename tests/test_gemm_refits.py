@@ -1,0 +1,55 @@
+"""GEMM's refits: the tiles a range's probe times where the tuned sizes' tiles leave SMs idle."""
+
+import math
+
+from search_spaces import gemm_model
+from tilesearch.registry import load
+from tilesearch.target import Target
+
+TILE = dict(block_k=128, block_m=128, block_n=128, epilogue="smem", num_stages=3, panel_size=0, persistent=False,
+            raster="row", split_k=1, swap_ab=False, threads=256, tma=True, warp_policy="square",
+            warp_specialize="role_based")
+
+
+def _refits(m, n, k, config, count=4):
+    op, target = load("gemm"), Target.from_arch("sm_90a")
+    problem = op.problem(m=m, n=n, k=k, dtype="bfloat16", layout="nt")
+    space = op.space(problem, target)
+    return op.refits(problem, space, target, config, count), space, target
+
+
+def _blocks(m, n, c):
+    return math.ceil(m / c["block_m"]) * math.ceil(n / c["block_n"]) * c["split_k"]
+
+
+def test_refits_fill_the_sms_where_the_serving_tile_leaves_half_of_them_idle():
+    """At 235 rows of 4096x4096 the 128x128 tile that won at 128 and 430 rows runs 64 blocks on
+    132 SMs; on an H200 a held-out search found a 128x64 tile (128 blocks) 31% faster, and at
+    235 rows of 4096x14336 a 256x128 tile with 4-way split-K (128 blocks)."""
+    found, space, target = _refits(235, 4096, 4096, TILE)
+    assert len(found) == 4 and TILE not in found and len({str(sorted(c.items())) for c in found}) == 4
+    for c in found:
+        assert space.why_invalid(c) is None
+        blocks = _blocks(235, 4096, c)
+        assert blocks / (target.num_sms * math.ceil(blocks / target.num_sms)) >= gemm_model.REFIT_SHARE
+    tiles = {(c["block_m"], c["block_n"], c["split_k"]) for c in found}
+    assert (128, 64, 1) in tiles and (256, 128, 4) in tiles
+    first = found[0]  # unsplit first, with the serving tile's other knobs
+    assert first["split_k"] == 1 and first["warp_specialize"] == "role_based" and first["epilogue"] == "smem"
+
+
+def test_refits_of_a_decode_tile_and_of_a_large_problem():
+    """21 rows of 4096x14336: a swapped 16x64 tile without split-K (2 x 64 = 128 blocks) beat the
+    swapped 16x128 split-K 4 tile that won at 1 row. At 8928 rows of 14336x4096 the largest tiles
+    do not fit a block; the 128x256 tile a held-out search chose there comes first."""
+    decode = dict(TILE, block_m=16, block_n=128, split_k=4, swap_ab=True, warp_policy="full_row", num_stages=6,
+                  epilogue="direct")
+    found, _, _ = _refits(21, 4096, 14336, decode)
+    assert (found[0]["block_m"], found[0]["block_n"], found[0]["split_k"]) == (16, 64, 1) and found[0]["swap_ab"]
+    large = dict(TILE, block_m=256, block_n=128, block_k=64, persistent=True, warp_specialize="on",
+                 warp_policy="full_row")
+    found, _, _ = _refits(8928, 14336, 4096, large, 2)
+    assert len(found) == 2 and (found[0]["block_m"], found[0]["block_n"]) == (128, 256)
+    # as many bytes in flight as shared memory holds: the K step is kept, stages as before or fewer
+    assert all(c["num_stages"] * c["block_k"] <= large["num_stages"] * large["block_k"] for c in found)
+

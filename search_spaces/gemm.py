@@ -54,6 +54,7 @@ from typing import Any
 
 from search_spaces import gemm_cluster, gemm_model
 from search_spaces.gemm_cluster import CLUSTERS, SCHEDULES, cluster_gemm_program
+from search_spaces.gemm_model import MMA_ROWS
 from tilesearch.composite import Composite, Dim, Launch, Workspace
 from tilesearch.op import Operator, Param, Problem, Tolerance
 from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
@@ -91,7 +92,6 @@ DEFAULTS = {"split_k": 1, "persistent": False, "epilogue": "direct", "tma": True
             "swap_ab": False, "raster": "row",
             **({"cluster": "off", "schedule": "cooperative"} if SEARCH_CLUSTER else {})}
 SWAP_AB_MAX_M = 256  # swapped tiles and deeper pipelines are offered up to this M (decode, small batches)
-MMA_ROWS = 64  # rows of one warp group's MMA on Hopper: an unswapped tile needs block_m >= this
 # A GEMM with few rows streams its weights: its speed is the bytes in flight (on the H100, 16-row
 # swapped tiles went from 37.7 to 21.7 us at n=k=4096 as they rose from 1.7 to 6.6 MB), so small
 # problems may pipeline as deep as shared memory holds; cuBLAS runs 11 to 16 stages there.

@@ -22,6 +22,7 @@ from tilesearch.op import Problem
 from tilesearch.space import Config, Space
 from tilesearch.target import Target
 
+MMA_ROWS = 64  # rows of one warp group's MMA on Hopper: an unswapped tile needs block_m >= this
 MAX_THREADS_PER_SM = 2048
 REGISTERS_PER_SM = 65536
 MAX_BLOCKS_PER_SM = 32
@@ -285,14 +286,15 @@ def refits(problem: Mapping[str, Any], space: Space, target: Target, config: Map
     to such tiles, none of which a tuned size's search or a probe had measured: at 235 rows of
     4096x4096 a 128x64 tile (2 x 64 = 128 blocks on 132 SMs) against the 128x128 tile (64
     blocks) that won at 128 and 430 rows; at 235 rows of 4096x14336 a 256x128 tile with 4-way
-    split-K (1 x 32 x 4); at 21 rows of 4096x14336 a swapped 16x64 tile without split-K (2 x 64).
-    The analytic model (:func:`estimate`) ties the first with over 5,000 configurations, as the
-    weights' bytes rank them all alike there."""
+    split-K (1 x 32 x 4); at 21 rows of 4096x14336 a swapped 16x64 tile without split-K (2 x 64),
+    where a 128x128 tile with split-K 4 served. Tiles shorter than :data:`MMA_ROWS` are offered
+    swapped, as the space allows them only so. The analytic model (:func:`estimate`) ties the
+    first with over 5,000 configurations, as the weights' bytes rank them all alike there."""
     m, cols, sms = problem["m"], problem["n"], target.num_sms
-    heights = (16, 32, 64, 128, 256) if config.get("swap_ab", False) else (64, 128, 256)
+    heights = (16, 32, 64, 128, 256)  # below 64 rows only swapped tiles, where the space offers them
     fits: list[tuple[int, float, int, int, int]] = []
     for bm in heights:
-        if bm // 2 >= m and bm // 2 in heights:
+        if bm // 2 >= m and bm > 16:
             continue  # a tile half as tall already holds every row
         for bn in widths:
             for split in SPLITS:
@@ -300,17 +302,24 @@ def refits(problem: Mapping[str, Any], space: Space, target: Target, config: Map
                 waves = math.ceil(blocks / sms)
                 if blocks / (waves * sms) >= REFIT_SHARE:
                     work = m / math.ceil(m / bm) * cols / math.ceil(cols / bn)  # a tile's share, padding left out
-                    fits.append((waves, -work, split, bm, bn))
-    largest = sorted(fits)  # the fewest waves first (the largest tiles may not fit a block, so all of them)
+                    fits.append((waves, -work, split, -bm, bn))
+    # the fewest waves first (the largest tiles may not fit a block, so all of them), then the
+    # most work a tile, the fewest splits, the tallest (a short tile reads the weights more often)
+    largest = sorted(fits)
     unsplit = [f for f in largest if f[2] == 1]
     own = (config["block_m"], config["block_n"], config.get("split_k", 1))
 
     def valid(order: list[tuple[int, float, int, int, int]]) -> Iterator[Config]:
-        for _, _, split, bm, bn in order:
-            if (bm, bn, split) != own:
-                fitted = _fitted(space, {**config, "block_m": bm, "block_n": bn, "split_k": split})
-                if fitted is not None:
-                    yield fitted
+        for _, _, split, minus_bm, bn in order:
+            bm = -minus_bm
+            if (bm, bn, split) == own:
+                continue
+            tile = {**config, "block_m": bm, "block_n": bn, "split_k": split}
+            if bm < MMA_ROWS:  # the short tiles of decoding are swapped: the weights' rows split the warps
+                tile.update(swap_ab=True, warp_policy="full_row")
+            fitted = _fitted(space, tile)
+            if fitted is not None:
+                yield fitted
 
     out: list[Config] = []
     sources = [valid(unsplit), valid(largest)]

@@ -46,6 +46,12 @@ def test_refits_of_a_decode_tile_and_of_a_large_problem():
                   epilogue="direct")
     found, _, _ = _refits(21, 4096, 14336, decode)
     assert (found[0]["block_m"], found[0]["block_n"], found[0]["split_k"]) == (16, 64, 1) and found[0]["swap_ab"]
+    # from the unswapped 128x128 split-K 4 tile that served 15..144 rows: short tiles come swapped
+    served = dict(TILE, split_k=4, warp_policy="full_row", epilogue="direct")
+    found, space, _ = _refits(19, 4096, 14336, served)
+    first = found[0]
+    assert (first["block_m"], first["block_n"], first["split_k"], first["swap_ab"]) == (16, 64, 1, True)
+    assert first["warp_policy"] == "full_row" and all(space.why_invalid(c) is None for c in found)
     large = dict(TILE, block_m=256, block_n=128, block_k=64, persistent=True, warp_specialize="on",
                  warp_policy="full_row")
     found, _, _ = _refits(8928, 14336, 4096, large, 2)

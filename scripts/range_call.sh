@@ -9,8 +9,9 @@
 # Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME [FROM [EXTRA...]]
 limit=$1; pairs=$2; name=$3; from=${4:-.deploy}; shift $(($# < 4 ? $# : 4)); extra=("$@")
 source scripts/gpu-host.sh
-gpus=${GPUS:-$(nvidia-smi -L | wc -l)}  # GPUS=3 on a 4-GPU host leaves the fourth (and its cores) free
-share=$(( $(nproc) / $(nvidia-smi -L | wc -l) ))  # each pair runs on its GPU's share of the cores
+host_gpus=$(nvidia-smi -L | wc -l)
+gpus=${GPUS:-$host_gpus}  # GPUS=3 on a 4-GPU host leaves the fourth (and its cores) free
+share=$(( $(nproc) / host_gpus ))  # each pair runs on its GPU's share of the cores
 run_pair() {  # entry gpu; entry: PAIR[+key=value...]
   local entry=$1 pair=${1%%+*} own=() w
   [ "$entry" != "$pair" ] && IFS=+ read -r -a own <<< "${entry#*+}"

@@ -341,9 +341,11 @@ def _fitted(space: Space, config: Config) -> Config | None:
     found = []
     for threads in dict.fromkeys((config["threads"], 256 if config["threads"] == 128 else 128)):
         for bk in (config["block_k"], config["block_k"] // 2, config["block_k"] // 4):
-            for stages in range(max(1, depth // max(bk, 1)), 0, -1):
+            if bk < 16:
+                continue
+            for stages in range(max(1, depth // bk), 0, -1):
                 candidate = {**config, "threads": threads, "block_k": bk, "num_stages": stages}
-                if bk >= 16 and space.why_invalid(candidate) is None:
+                if space.why_invalid(candidate) is None:
                     found.append((stages >= 2, stages * bk, threads == config["threads"], candidate))
                     break
     return max(found, key=lambda f: f[:3])[3] if found else None

@@ -571,10 +571,10 @@ def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings, tolerance:
     winners: dict[str, dict[str, Any]] = {}
     for result in tuned.values():
         ranked = TuningDatabase(settings.storage, result.study).best(10**6)
-        ms = dict(zip(map(id, ranked), comparable_ms(ranked)))
-        fastest = sorted((r for r in ranked if ms[id(r)] is not None), key=lambda r: ms[id(r)])
-        first = ranked[:1] + fastest[:1]
-        close = [r for r in fastest if ms[id(r)] <= ms[id(fastest[0])] * (1 + tolerance) and r not in first]
+        fastest = sorted(((ms, r) for r, ms in zip(ranked, comparable_ms(ranked)) if ms is not None),
+                         key=lambda pair: pair[0])
+        first = ranked[:1] + [r for _, r in fastest[:1]]
+        close = [r for ms, r in fastest if ms <= fastest[0][0] * (1 + tolerance) and r not in first]
         for record in first + close[:CONTENDERS]:
             winners.setdefault(config_key(record.config), record.config)
     return winners
@@ -594,19 +594,17 @@ tuned size on every rerun."""
 
 def _refits(operator, problem, space, target, buckets, size, record) -> list[dict[str, Any]]:
     """The op's refits of the configuration that serves ``size``, as recorded for it, else now."""
-    done = [[int(s), found] for s, found in (_recorded(*record, REFITTED_ATTR) if record else [])]
+    done = [[int(s), found] for s, found in _recorded(*record, REFITTED_ATTR)]
     for s, found in done:
         if s == size:
             return [dict(c) for c in found if space.why_invalid(c) is None]
     found = operator.refits(problem, space, target, buckets[bucketing.bucket_of(buckets, size)].config, REFITS)
-    if record:
-        _note(*record, sorted([*done, [size, found]], key=lambda entry: entry[0]), REFITTED_ATTR)
+    _note(*record, sorted([*done, [size, found]], key=lambda entry: entry[0]), REFITTED_ATTR)
     return found
 
 
 def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[int],
-           tolerance: float, buckets: Sequence[Bucket] = (), record: tuple[str | None, str] | None = None,
-           ) -> dict[int, TuneResult]:
+           tolerance: float, buckets: Sequence[Bucket], record: tuple[str | None, str]) -> dict[int, TuneResult]:
     """Times every tuned size's winners at ``sizes`` (:func:`~tilesearch.buckets.probe_sizes`),
     one study a size whose trials are those configurations. Nothing is searched there, so a
     probe costs the winners' compiles and timings, not a search. The buckets' edges then follow
@@ -626,10 +624,8 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
         problem = problem_at(operator, size_range, rest, size)
         space = operator.space(problem, target)
         valid = [c for c in winners if space.why_invalid(c) is None]
-        if buckets:  # what may fill the GPU here where the tuned sizes' tiles do not
-            seen = {config_key(c) for c in valid}
-            valid += [c for c in _refits(operator, problem, space, target, buckets, size, record)
-                      if config_key(c) not in seen]
+        seen = {config_key(c) for c in valid}  # and what may fill the GPU here where their tiles do not
+        valid += [c for c in _refits(operator, problem, space, target, buckets, size, record) if config_key(c) not in seen]
         # the search's figures are what the table compares at every size; a final re-time (two
         # fresh processes, some 6 s on the H100) would add nothing to them
         probe = replace(settings, trials=len(valid), retime=0)

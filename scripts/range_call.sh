@@ -6,6 +6,10 @@
 # (experiments/results/...) travels with the tree, so nothing but .bundle need be carried.
 # EXTRA: more key=value options of experiments/deploy_check.py (e.g. refine=6), for every pair; a
 # pair's own follow it after "+" (14336x4096+sizes=9), and name its storage and log apart.
+# Each storage is also copied to $OUT once a minute while its pair runs (a consistent SQLite
+# backup): a call cut short (its limit lowered to the device time left) still returns what it
+# measured. To go on in a later call, copy the returned PAIR.db.xz files into FROM (.deploy); a
+# fresh machine starts each pair whose FROM/PAIR.db.xz is missing from an empty storage, and says so.
 # Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME [FROM [EXTRA...]]
 limit=$1; pairs=$2; name=$3; from=${4:-.deploy}; shift $(($# < 4 ? $# : 4)); extra=("$@")
 source scripts/gpu-host.sh
@@ -19,7 +23,8 @@ run_pair() {  # entry gpu; entry: PAIR[+key=value...]
   mkdir -p "$w"
   if [ ! -f "$w/.unpacked" ]; then
     rm -f "$w"/deploy.db*
-    [ -f "$from/$pair.db.xz" ] && xz -dc "$from/$pair.db.xz" > "$w/deploy.db"
+    if [ -f "$from/$pair.db.xz" ]; then xz -dc "$from/$pair.db.xz" > "$w/deploy.db"
+    else echo "$entry: no $from/$pair.db.xz, starting from an empty storage" | tee -a "$OUT/${name}_$entry.log"; fi
     touch "$w/.unpacked"
   fi
   # trials left RUNNING by an earlier call's killed process (another host: its PID tells nothing);
@@ -27,11 +32,21 @@ run_pair() {  # entry gpu; entry: PAIR[+key=value...]
   [ -f "$w/deploy.db" ] && python3 -c "
 import sqlite3; c=sqlite3.connect('$w/deploy.db')
 print('stale trials failed:', c.execute(\"update trials set state='FAIL', datetime_complete=datetime('now') where state='RUNNING'\").rowcount); c.commit()"
+  ( while sleep "${CHECKPOINT_S:-60}"; do checkpoint "$w" "$entry"; done ) &
+  local saver=$!
   CUDA_VISIBLE_DEVICES=$2 taskset -c $(($2 * share))-$(($2 * share + share - 1)) timeout -k 5 -s INT "$limit" python experiments/deploy_check.py parts=b sizes=7 pairs="$pair" \
-    work="$w" out="$w/out" "${extra[@]}" "${own[@]}" > "$OUT/${name}_$entry.log" 2>&1
+    work="$w" out="$w/out" "${extra[@]}" "${own[@]}" >> "$OUT/${name}_$entry.log" 2>&1
   echo "rc=$?" >> "$OUT/${name}_$entry.log"
-  python3 -c "import sqlite3; c=sqlite3.connect('$w/deploy.db'); c.execute('pragma wal_checkpoint(TRUNCATE)'); c.close()"
-  xz -T4 -c "$w/deploy.db" > "$OUT/$entry.db.xz"
+  kill "$saver" 2>/dev/null; wait "$saver" 2>/dev/null
+  checkpoint "$w" "$entry"
+}
+checkpoint() {  # dir entry: a consistent copy of the storage, written to $OUT whole or not at all
+  local copy=$1/copy.$BASHPID.db part=$OUT/.$2.$BASHPID.db.xz  # the saver's and the final one's apart
+  [ -f "$1/deploy.db" ] || return 0
+  python3 -c "
+import sqlite3; s=sqlite3.connect('$1/deploy.db', timeout=60); d=sqlite3.connect('$copy')
+s.backup(d); d.close(); s.close()" && xz -T4 -c "$copy" > "$part" && mv "$part" "$OUT/$2.db.xz"
+  rm -f "$copy" "$part"
 }
 i=0
 for pair in ${pairs//,/ }; do

@@ -98,3 +98,14 @@ def test_the_runner_measures_the_next_trial_while_the_last_one_is_recorded(monke
                   trials=6, storage=":memory:", progress=False, retime=0)
     assert seen == [True]
     assert result.statuses == {"ok": 6}
+
+
+def test_the_largest_sequential_phases_make_a_log_line_without_the_overlapping_ones():
+    from tilesearch.phases import largest
+
+    seconds = {"wait for build": 30.12, "measure": 99.0, "pool: compile": 400.0, "final re-time": 6.0,
+               "propose": 0.01, "wait for measure": 5.25, "database": 1.0}
+    # measure overlaps the others and the pool's seconds add up over processes: neither is wall time
+    assert largest(seconds) == "wait for build 30.1 s, final re-time 6.0 s, wait for measure 5.2 s"
+    assert largest(seconds, 5).endswith("database 1.0 s") and "propose" not in largest(seconds, 8)
+    assert largest({}) == ""

@@ -64,6 +64,18 @@ class Phases:
             self.first_result_s = time.perf_counter() - self.start
 
 
+# the tuning process's own phases that do not overlap one another: together, most of its wall time
+SEQUENTIAL = ("runner start", "study open", "propose", "database", "wait for build", "wait for measure",
+              "final re-time", "stop workers")
+
+
+def largest(seconds: dict[str, float], n: int = 3) -> str:
+    """The ``n`` longest of :data:`SEQUENTIAL`, ``"wait for build 30.1 s, ..."``: a line for a log
+    that runs many searches (a range's), where a table a search would drown it."""
+    top = sorted((name for name in SEQUENTIAL if seconds.get(name, 0.0) >= 0.05), key=lambda name: -seconds[name])
+    return ", ".join(f"{name} {seconds[name]:.1f} s" for name in top[:n])
+
+
 def table(seconds: dict[str, float], wall_s: float) -> str:
     """The phases as lines ``name  seconds  share of the wall time``, in the order of a run."""
     names = [n for n in ORDER if n in seconds] + sorted(set(seconds) - set(ORDER))

@@ -31,7 +31,7 @@ from typing import Any
 import optuna
 
 from tilesearch import buckets as bucketing
-from tilesearch import registry, served
+from tilesearch import phases, registry, served
 from tilesearch.buckets import Bucket, Table, config_key
 from tilesearch.builder import Builder
 from tilesearch.database import TuningDatabase, hold_out, open_storage
@@ -453,8 +453,9 @@ def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> Tun
         result = tune(operator, problem, settings=settings, strategy=Hinted(search, hints), runner=runner,
                       builder=builder)
     best = f"best {result.best[0].latency_ms:.4g} ms" if result.best else "no correct configuration"
-    log.info("%s=%d: %s, %d measured now (%.0f s)", size_range.name, size, best, result.measured_now,
-             time.perf_counter() - start)
+    spent = phases.largest(result.phases) if result.measured_now else ""  # where a range's minutes go
+    log.info("%s=%d: %s, %d measured now (%.0f s%s)", size_range.name, size, best, result.measured_now,
+             time.perf_counter() - start, f": {spent}" if spent else "")
     return result
 
 
@@ -636,8 +637,9 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
                           builder=builder)
         if result.best:
             out[size] = result
-            log.info("%s=%d: probed the tuned sizes' winners, best %.4g ms", size_range.name, size,
-                     result.best[0].latency_ms)
+            spent = phases.largest(result.phases) if result.measured_now else "served from the storage"
+            log.info("%s=%d: probed the tuned sizes' winners and %d refits, best %.4g ms (%s)", size_range.name,
+                     size, len(valid) - len(seen), result.best[0].latency_ms, spent)
     return out
 
 

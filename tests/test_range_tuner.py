@@ -425,3 +425,28 @@ def test_a_range_run_again_tunes_the_sizes_it_placed_before_deciding_anything(tm
     again = tune_range("gemm", params, settings=settings, ranges=RangeSettings(sizes=4, probes=0), runner=runner)
     assert decided_on[0] == [1, 64, 700, 4096] and sorted(again.studies) == [1, 64, 700, 4096]
     assert range_tuner._recorded(settings.storage, name) == [1, 64, 4096, 700]
+
+
+def test_a_range_run_again_re_times_no_size_that_an_earlier_run_re_timed(tmp_path, monkeypatch):
+    # each size is re-timed once, when placed; the winners cross-measured there afterwards are the
+    # range's own figures. Run again (resumed on a fresh H100 host), the range re-timed all seven
+    # sizes for them, compiling each one's best anew: three minutes before its first probe
+    from tilesearch import tuner
+    from tilesearch.database import TuningDatabase
+
+    settings = TuneSettings(strategy="random", trials=3, progress=False, storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    params = {"m": "1..4096", "n": N, "k": K, "layout": "nt"}
+    retimed, real = [], tuner.final_retime
+    monkeypatch.setattr(tuner, "final_retime", lambda runner, configs, **kw: (retimed.append(kw["problem"]["m"]),
+                                                                               real(runner, configs, **kw))[1])
+    first = tune_range("gemm", params, settings=settings, ranges=RangeSettings(sizes=4, probes=0), runner=runner)
+    searched = sorted(first.studies)
+    assert sorted(retimed) == searched  # once each, when placed
+    stale = [s for s in searched if TuningDatabase(settings.storage, first.studies[s]).final() is None]
+    assert stale  # the cross-measured winners came after those re-times
+    retimed.clear()
+    again = tune_range("gemm", params, settings=settings, ranges=RangeSettings(sizes=4, probes=0), runner=runner)
+    assert retimed == [] and again.buckets == first.buckets
+    more = TuneSettings(strategy="random", trials=16, progress=False, storage=settings.storage)  # past the refining and the winners
+    tune_range("gemm", params, settings=more, ranges=RangeSettings(sizes=4, probes=0), runner=runner)
+    assert retimed  # a size whose search went on is re-timed again

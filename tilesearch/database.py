@@ -500,10 +500,12 @@ def _pid_alive(pid: Any) -> bool:
 
 
 def find_studies(
-    storage: str | optuna.storages.BaseStorage | None, op: str, problem: Problem | None = None
+    storage: str | optuna.storages.BaseStorage | None, op: str, problem: Problem | None = None, *,
+    retimed: bool = False,
 ) -> list[str]:
-    """Names of the studies in ``storage`` for ``op`` (and ``problem``, if given), any GPU; a
-    storage given by URL is opened read-only."""
+    """Names of the studies in ``storage`` for ``op`` (and ``problem``, if given), any GPU; with
+    ``retimed``, only those with a final re-time, whether or not it still covers them (see
+    :meth:`TuningDatabase.final`); a storage given by URL is opened read-only."""
     if not isinstance(storage, optuna.storages.BaseStorage):
         storage = open_storage(storage, read_only=True)
     names = []
@@ -512,6 +514,8 @@ def find_studies(
         if attrs.get("op") != op or RESERVED in summary.study_name:
             continue
         if problem is not None and attrs.get("problem") != problem.key:
+            continue
+        if retimed and FINAL_ATTR not in attrs:
             continue
         names.append(summary.study_name)
     return names

@@ -34,7 +34,7 @@ from tilesearch import buckets as bucketing
 from tilesearch import phases, registry, served
 from tilesearch.buckets import Bucket, Table, config_key
 from tilesearch.builder import Builder
-from tilesearch.database import TuningDatabase, hold_out, open_storage
+from tilesearch.database import TuningDatabase, find_studies, hold_out, open_storage
 from tilesearch.deploy.artifact import capability
 from tilesearch.op import Operator, Problem
 from tilesearch.ranges import SizeRange, parse, problem_at, range_key
@@ -440,18 +440,39 @@ class _Stages:
 
 
 def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> TuneResult:
-    """Tunes one size, the given configurations (other sizes' winners) first."""
+    """Tunes one size, the given configurations (other sizes' winners) first.
+
+    A size is re-timed once, when its search ends; what the range measures there afterwards
+    (other sizes' winners, :func:`_cross_measure`) are figures for its table, which compares
+    search figures. So a size whose study an earlier run re-timed is not re-timed again for them,
+    as a run that goes on would not: run again on a fresh H100 host, a range re-timed all 7 of
+    its sizes, compiling each one's best anew, some 3 minutes before its first probe."""
     problem = problem_at(operator, size_range, rest, size)
     search = create(settings.strategy, settings.seed, **({"transfer": settings.transfer} if settings.transfer else {}))
     if settings.hints:
         search = Hinted(search, settings.hints)
     start = time.perf_counter()
     log.info("%s=%d: tuning %d configurations", size_range.name, size, settings.trials)
-    result = stages.served(operator, problem, settings)
-    if result is None:
-        runner, builder = stages(problem)
-        result = tune(operator, problem, settings=settings, strategy=Hinted(search, hints), runner=runner,
-                      builder=builder)
+
+    def searched(settings: TuneSettings) -> TuneResult:
+        result = stages.served(operator, problem, settings)
+        if result is None:
+            runner, builder = stages(problem)
+            result = tune(operator, problem, settings=settings, strategy=Hinted(search, hints), runner=runner,
+                          builder=builder)
+        return result
+
+    def retimed() -> list[str]:
+        return find_studies(settings.storage, operator.name, problem, retimed=True)
+
+    if settings.retime and retimed():
+        result = searched(replace(settings, retime=0))
+        # re-timed all the same: a search that went on (more trials asked for), or another
+        # GPU's study was the re-timed one
+        if result.measured_now or result.study not in retimed():
+            result = searched(settings)
+    else:
+        result = searched(settings)
     best = f"best {result.best[0].latency_ms:.4g} ms" if result.best else "no correct configuration"
     spent = phases.largest(result.phases) if result.measured_now else ""  # where a range's minutes go
     log.info("%s=%d: %s, %d measured now (%.0f s%s)", size_range.name, size, best, result.measured_now,
@@ -652,7 +673,7 @@ def _cross_measure(operator, size_range, rest, tuned, settings, stages, toleranc
     trials get no final re-time: the table compares search figures, each at the clock of a full
     timing (:func:`~tilesearch.records.comparable_ms`), and with sizes placed one a
     round, re-timing every tuned size after every round took 74-180 s a round on the H100. A
-    rerun of the range re-times such a size once (its final no longer covers the study)."""
+    rerun of the range does not re-time them either (:func:`_tune_size`)."""
     winners = _winners(tuned, settings, tolerance)
     table = Table()
     for size, result in sorted(tuned.items()):

@@ -17,7 +17,8 @@ the full precision, ``time (raced)`` for those that stopped once clearly slower 
 far (:mod:`tilesearch.runner.measure`). ``spare:`` phases are the runner's fresh worker processes
 for the final re-time (:mod:`tilesearch.runner.local`): ``warm-up (background)`` adds up their
 starts, which overlap the search, and ``wait`` is the part of ``final re-time`` spent waiting for
-one still starting. ``final:`` phases are the parts of ``final re-time``: ``process`` adds up the
+one still starting. ``compile re-timed`` compiles, before the final re-time, the configurations
+to re-time that this run did not compile (an earlier run's, perhaps on another host). ``final:`` phases are the parts of ``final re-time``: ``process`` adds up the
 calls of its processes, of which ``load and check`` (kernels from the cache, checked against the
 reference) and ``settle and time`` (the rounds) are parts. ``stop workers`` is the end of ``tune``:
 the compile pool and the worker processes asked to exit and waited for. Phases marked
@@ -33,7 +34,7 @@ from contextlib import contextmanager
 # the phases ``tune`` records, in the order of a run; ``pool:`` ones add up over worker processes
 ORDER = (
     "runner start", "study open", "propose", "database", "wait for build", "wait for measure", "measure",
-    "final re-time", "stop workers",
+    "compile re-timed", "final re-time", "stop workers",
     "pool: compile", "pool: compiler processes", "worker: load", "worker: check", "worker: time",
     "worker: time (raced)", "worker: time: throttled, timed again", "spare: warm-up (background)", "spare: wait",
     "final: process", "final: load and check", "final: settle and time",
@@ -66,7 +67,7 @@ class Phases:
 
 # the tuning process's own phases that do not overlap one another: together, most of its wall time
 SEQUENTIAL = ("runner start", "study open", "propose", "database", "wait for build", "wait for measure",
-              "final re-time", "stop workers")
+              "compile re-timed", "final re-time", "stop workers")
 
 
 def largest(seconds: dict[str, float], n: int = 3) -> str:

@@ -474,7 +474,7 @@ def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> Tun
     else:
         result = searched(settings)
     best = f"best {result.best[0].latency_ms:.4g} ms" if result.best else "no correct configuration"
-    spent = phases.largest(result.phases) if result.measured_now else ""  # where a range's minutes go
+    spent = phases.largest(result.phases)  # where a range's minutes go; nothing for a study served
     log.info("%s=%d: %s, %d measured now (%.0f s%s)", size_range.name, size, best, result.measured_now,
              time.perf_counter() - start, f": {spent}" if spent else "")
     return result
@@ -658,7 +658,7 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
                           builder=builder)
         if result.best:
             out[size] = result
-            spent = phases.largest(result.phases) if result.measured_now else "served from the storage"
+            spent = phases.largest(result.phases) or "served from the storage"
             log.info("%s=%d: probed the tuned sizes' winners and %d refits, best %.4g ms (%s)", size_range.name,
                      size, len(valid) - len(seen), result.best[0].latency_ms, spent)
     return out

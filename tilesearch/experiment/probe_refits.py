@@ -23,7 +23,7 @@ from typing import Any
 import optuna
 
 from tilesearch.buckets import RESOLVED
-from tilesearch.database import RESERVED, TuningDatabase
+from tilesearch.database import RESERVED, TuningDatabase, open_storage
 from tilesearch.range_tuner import PREFIX, REFITTED_ATTR
 from tilesearch.records import comparable_ms
 from tilesearch.space import config_key
@@ -41,7 +41,8 @@ def short(config: dict[str, Any]) -> str:
 def compare(storage: str) -> list[dict[str, Any]]:
     """One row per probed size of each range in ``storage`` (an Optuna storage URL)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    summaries = optuna.study.get_all_study_summaries(storage, include_best_trial=False)
+    opened = open_storage(storage, read_only=True)  # reads: writes nothing to a storage it is given
+    summaries = optuna.study.get_all_study_summaries(opened, include_best_trial=False)
     by_problem = {s.user_attrs.get("problem"): s.study_name for s in summaries
                   if RESERVED not in s.study_name and "problem" in s.user_attrs}
     rows = []
@@ -54,7 +55,7 @@ def compare(storage: str) -> list[dict[str, Any]]:
             problem = ",".join(f"{name}={size}" if part.startswith(f"{name}=") else part for part in key.split(","))
             if problem not in by_problem:
                 continue
-            records = TuningDatabase(storage, by_problem[problem]).best(10**6)
+            records = TuningDatabase(storage, by_problem[problem], read_only=True).best(10**6)
             figures = sorted(((ms, r) for r, ms in zip(records, comparable_ms(records)) if ms is not None),
                              key=lambda pair: pair[0])
             mine = {config_key(c) for c in refits}

@@ -18,9 +18,10 @@ far (:mod:`tilesearch.runner.measure`). ``spare:`` phases are the runner's fresh
 for the final re-time (:mod:`tilesearch.runner.local`): ``warm-up (background)`` adds up their
 starts, which overlap the search, and ``wait`` is the part of ``final re-time`` spent waiting for
 one still starting. ``compile re-timed`` compiles, before the final re-time, the configurations
-to re-time that this run did not compile (an earlier run's, perhaps on another host). ``final:`` phases are the parts of ``final re-time``: ``process`` adds up the
-calls of its processes, of which ``load and check`` (kernels from the cache, checked against the
-reference) and ``settle and time`` (the rounds) are parts. ``stop workers`` is the end of ``tune``:
+to re-time that this run did not compile (an earlier run's, perhaps on another host). ``final:``
+phases are the parts of ``final re-time``: ``process`` adds up the calls of its processes, of
+which ``load and check`` (kernels from the cache, checked against the reference) and ``settle and
+time`` (the rounds) are parts. ``stop workers`` is the end of ``tune``:
 the compile pool and the worker processes asked to exit and waited for. Phases marked
 ``(background)`` or ``pool:`` get no share of the wall time.
 """

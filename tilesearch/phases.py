@@ -66,9 +66,9 @@ class Phases:
             self.first_result_s = time.perf_counter() - self.start
 
 
-# the tuning process's own phases that do not overlap one another: together, most of its wall time
-SEQUENTIAL = ("runner start", "study open", "propose", "database", "wait for build", "wait for measure",
-              "compile re-timed", "final re-time", "stop workers")
+# the tuning process's own phases that do not overlap one another (``measure`` runs beside them):
+# together, most of its wall time
+SEQUENTIAL = tuple(name for name in ORDER[:ORDER.index("stop workers") + 1] if name != "measure")
 
 
 def largest(seconds: dict[str, float], n: int = 3) -> str:

@@ -38,7 +38,7 @@ from tilesearch.database import TuningDatabase, find_studies, hold_out, open_sto
 from tilesearch.deploy.artifact import capability
 from tilesearch.op import Operator, Problem
 from tilesearch.ranges import SizeRange, parse, problem_at, range_key
-from tilesearch.records import comparable_ms, has_result, is_correct
+from tilesearch.records import comparable_ms, fastest_first, has_result, is_correct
 from tilesearch.runner import Runner
 from tilesearch.space import Space
 from tilesearch.strategy import create
@@ -593,8 +593,7 @@ def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings, tolerance:
     winners: dict[str, dict[str, Any]] = {}
     for result in tuned.values():
         ranked = TuningDatabase(settings.storage, result.study).best(10**6)
-        fastest = sorted(((ms, r) for r, ms in zip(ranked, comparable_ms(ranked)) if ms is not None),
-                         key=lambda pair: pair[0])
+        fastest = fastest_first(ranked)
         first = ranked[:1] + [r for _, r in fastest[:1]]
         close = [r for ms, r in fastest if ms <= fastest[0][0] * (1 + tolerance) and r not in first]
         for record in first + close[:CONTENDERS]:

@@ -254,6 +254,12 @@ def comparable_ms(records: Sequence[Any]) -> list[float | None]:
     return [reference / r.speedup if is_correct(r) else None for r in records]
 
 
+def fastest_first(records: Sequence[Any]) -> list[tuple[float, Any]]:
+    """``(figure, record)`` for the correct records, fastest first by :func:`comparable_ms`."""
+    figures = [(ms, r) for r, ms in zip(records, comparable_ms(records)) if ms is not None]
+    return sorted(figures, key=lambda pair: pair[0])
+
+
 def _raced(record: Any) -> bool:
     return bool((getattr(record, "attrs", None) or getattr(record, "extra", None) or {}).get("raced"))
 

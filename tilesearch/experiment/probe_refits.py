@@ -25,7 +25,7 @@ import optuna
 from tilesearch.buckets import RESOLVED
 from tilesearch.database import RESERVED, TuningDatabase, open_storage
 from tilesearch.range_tuner import PREFIX, REFITTED_ATTR
-from tilesearch.records import comparable_ms
+from tilesearch.records import fastest_first
 from tilesearch.space import config_key
 
 
@@ -49,15 +49,14 @@ def compare(storage: str) -> list[dict[str, Any]]:
     for summary in summaries:
         if not summary.study_name.startswith(PREFIX) or REFITTED_ATTR not in summary.user_attrs:
             continue
-        key = summary.study_name[len(PREFIX):].split(":")[1]  # m=1..16384,n=4096,...
-        name, _ = key.split(",", 1)[0].split("=")
+        key = summary.study_name[len(PREFIX):].split(":")[1]  # m=1..16384,n=4096,... (record_name)
+        name = next(part.split("=")[0] for part in key.split(",") if ".." in part)  # the ranged parameter
         for size, refits in summary.user_attrs[REFITTED_ATTR]:
             problem = ",".join(f"{name}={size}" if part.startswith(f"{name}=") else part for part in key.split(","))
             if problem not in by_problem:
                 continue
             records = TuningDatabase(storage, by_problem[problem], read_only=True).best(10**6)
-            figures = sorted(((ms, r) for r, ms in zip(records, comparable_ms(records)) if ms is not None),
-                             key=lambda pair: pair[0])
+            figures = fastest_first(records)
             mine = {config_key(c) for c in refits}
             refit = next(((ms, r) for ms, r in figures if config_key(r.config) in mine), None)
             other = next(((ms, r) for ms, r in figures if config_key(r.config) not in mine), None)

@@ -32,7 +32,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tilesearch import heartbeat
+from tilesearch import heartbeat, shutdown
 from tilesearch.errors import TilesearchError, root_cause
 from tilesearch.op import Problem
 from tilesearch.provenance import IDENTITY_ATTR, StaleStudyError, differences
@@ -49,7 +49,7 @@ from tilesearch.records import (
     is_settled,
     speeds,
 )
-from tilesearch.storage import rdb_storage
+from tilesearch.storage import rdb_storage, uninterrupted
 from tilesearch.target import Target
 
 DEFAULT_STORAGE = "sqlite:///tilesearch.db"
@@ -110,6 +110,11 @@ def open_storage(
     ``heartbeat`` seconds, relational storages fail trials of silent tuning processes. ``read_only``
     storages are never created or written (a missing file is a :class:`StorageError`)."""
     url = storage_url(url)
+    with shutdown.held():  # nor is an opening cut in two (tables half created, a journal half read)
+        return uninterrupted(_open(url, heartbeat, read_only))
+
+
+def _open(url: str, heartbeat: int | None, read_only: bool) -> optuna.storages.BaseStorage:
     if url == ":memory:":
         return optuna.storages.InMemoryStorage()
     if url.startswith("journal:"):

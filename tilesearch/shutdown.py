@@ -9,16 +9,29 @@ exception. Only the first signal raises; later ones are remembered but do not in
 cleanup that the first one started (marking the trials in flight as interrupted), which keeps
 the study resumable. SIGKILL remains the way to stop a stuck cleanup; the next run clears what
 it leaves (see ``TuningDatabase.fail_stale``).
+
+A signal must not cut a storage call in two. Raised inside SQLAlchemy, a ``KeyboardInterrupt``
+leaves its session half-way through a state change (``IllegalStateChangeError``, a failed
+``assert self.is_active``, SIGTERMs injected at each line of one trial's creation showed
+both), and in CI a study was left that no later run could open ("Multiple rows were found"
+for one trial number). So storage calls run :func:`held`: the first signal that arrives inside
+one is raised as soon as the call returns (milliseconds; a call waiting on another process's
+lock waits at most its timeout). A second signal meanwhile raises at once: the user insists.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []
+_raised = False  # whether the handler or a held section's end has raised the first signal
+_holding = 0  # how many held sections the main thread is inside
 
 
 class Interrupted(KeyboardInterrupt):
@@ -48,8 +61,32 @@ def _quiet_when_interrupted(unraisable: Any) -> None:
 
 def _handle(signum: int, frame: object) -> None:
     _received.append(signum)
-    if len(_received) == 1:
-        raise Interrupted(signum)
+    if _raised or (_holding and len(_received) == 1):
+        return  # a cleanup is under way, or a held section raises it when it ends
+    _raise()
+
+
+def _raise() -> None:
+    global _raised
+    _raised = True
+    raise Interrupted(_received[0])
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """Runs its body whole: a first signal arriving inside is raised when it ends (see the module
+    docstring). Only the main thread runs signal handlers; in other threads this does nothing."""
+    global _holding
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _holding += 1
+    try:
+        yield
+    finally:
+        _holding -= 1
+    if not _holding and _received and not _raised:
+        _raise()
 
 
 def received() -> int | None:

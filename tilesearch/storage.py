@@ -21,6 +21,10 @@ the file's mode is left alone, so a 0444 database can be read.
 Only the race between tuning processes creating a new database's tables is retried; a permanent error
 (unknown host, missing database, wrong password) fails at once.
 
+Every method of an opened storage runs whole (:func:`uninterrupted`): a SIGINT or SIGTERM
+that arrives inside one is raised when it returns, not inside SQLAlchemy's bookkeeping (see
+:mod:`tilesearch.shutdown`).
+
 With ``heartbeat`` seconds, a database server's storage records a heartbeat per running trial
 (see :mod:`tilesearch.heartbeat`); a trial silent for ``GRACE_BEATS`` heartbeats is failed by any
 tuning process of the study. It is not re-queued as a WAITING copy (Optuna's retry callback): the
@@ -34,7 +38,9 @@ file's write lock while other tuning processes read.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import inspect
 import os
 import random
 import time
@@ -42,6 +48,8 @@ import warnings
 from typing import Any
 
 import optuna
+
+from tilesearch import shutdown
 
 GRACE_BEATS = 6
 _RACES = ("already exists", "duplicate key", "unique constraint", "database is locked")
@@ -71,6 +79,30 @@ def rdb_storage(url: str, heartbeat: int | None = None, *, read_only: bool = Fal
     if storage.engine.name == "sqlite" and not read_only:
         _serialize_sqlite(storage.engine)
     return storage
+
+
+def uninterrupted(storage: optuna.storages.BaseStorage) -> optuna.storages.BaseStorage:
+    """``storage``, each of whose methods runs :func:`~tilesearch.shutdown.held`. Its class becomes
+    a subclass of its own that wraps them: Optuna's ``isinstance`` checks and ``_CachedStorage``
+    still see the class they know, and each call looks the method up anew on that class."""
+    kind = type(storage)
+    if kind not in _GUARDED:
+        names = [n for n in dir(kind) if not n.startswith("__") and inspect.isfunction(inspect.getattr_static(kind, n))]
+        _GUARDED[kind] = type(kind.__name__, (kind,), {"__module__": kind.__module__, **{n: _held(kind, n) for n in names}})
+    storage.__class__ = _GUARDED[kind]
+    return storage
+
+
+_GUARDED: dict[type, type] = {}
+
+
+def _held(kind: type, name: str) -> Any:
+    @functools.wraps(getattr(kind, name))
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with shutdown.held():
+            return getattr(kind, name)(self, *args, **kwargs)
+
+    return call
 
 
 class ReadOnlySQLite(optuna.storages.RDBStorage):

@@ -1,0 +1,104 @@
+"""A signal never cuts a storage call in two (:func:`tilesearch.shutdown.held`).
+
+In CI a tuning run interrupted at a random moment left an SQLite study that no later run could
+open ("Multiple rows were found when one or none was required"); SIGTERMs injected at each line
+of one trial's creation left SQLAlchemy's session half-way through a commit. These tests send
+the signal from inside a storage call, in this process, with the handlers that ``main`` installs.
+"""
+
+import signal
+import sys
+
+import pytest
+from sqlalchemy import event
+
+from tilesearch import shutdown
+from tilesearch.database import TuningDatabase, open_storage
+from tilesearch.storage import uninterrupted
+
+
+@pytest.fixture
+def handlers():
+    """``shutdown.install()`` for one test; the process's handlers and the module's state after."""
+    saved = {s: signal.getsignal(s) for s in shutdown.SIGNALS}
+    hook = sys.unraisablehook
+    shutdown.install()
+    yield
+    for s, h in saved.items():
+        signal.signal(s, h)
+    sys.unraisablehook = hook
+    shutdown._received.clear()
+    shutdown._raised = False
+    shutdown._holding = 0
+
+
+class Store:
+    """A storage whose one write is interrupted half-way: ``signals`` arrive between its two steps."""
+
+    def __init__(self, signals):
+        self.signals, self.steps = signals, []
+
+    def write(self):
+        self.steps.append("first")
+        for s in self.signals:
+            signal.raise_signal(s)
+        self.steps.append("second")
+        return "written"
+
+
+def test_a_signal_inside_a_storage_call_is_raised_when_the_call_returns(handlers):
+    store = uninterrupted(Store([signal.SIGTERM]))
+    with pytest.raises(shutdown.Interrupted) as caught:
+        store.write()
+    assert store.steps == ["first", "second"]
+    assert caught.value.signum == signal.SIGTERM and shutdown.exit_code() == 143
+
+
+def test_without_the_guard_the_signal_cuts_the_call(handlers):
+    store = Store([signal.SIGINT])
+    with pytest.raises(shutdown.Interrupted):
+        store.write()
+    assert store.steps == ["first"]
+
+
+def test_a_second_signal_inside_a_storage_call_raises_at_once(handlers):
+    store = uninterrupted(Store([signal.SIGINT, signal.SIGTERM]))
+    with pytest.raises(shutdown.Interrupted) as caught:
+        store.write()
+    assert store.steps == ["first"]
+    assert caught.value.signum == signal.SIGINT  # the first signal's exit code: 130
+
+
+def test_after_the_first_signal_was_raised_later_ones_do_not_cut_the_cleanup(handlers):
+    with pytest.raises(shutdown.Interrupted):
+        signal.raise_signal(signal.SIGINT)
+    store = uninterrupted(Store([signal.SIGTERM]))
+    assert store.write() == "written"
+    assert store.steps == ["first", "second"]
+    with pytest.raises(shutdown.Interrupted):  # the loop's next check still stops the run
+        shutdown.check()
+
+
+def test_a_signal_during_a_trials_commit_leaves_the_trial_whole_and_a_rerun_completes(handlers, tmp_path):
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    db = TuningDatabase(url, "study")
+    engine = db.storage.engine
+    event.listen(engine, "commit", lambda conn: signal.raise_signal(signal.SIGTERM), once=True)
+    with pytest.raises(shutdown.Interrupted):
+        db.ask({})
+    db.close()
+    shutdown._received.clear()
+    shutdown._raised = False
+    again = TuningDatabase(url, "study")
+    trials = again.trials()
+    assert [(t.number, t.state.name) for t in trials] == [(0, "RUNNING")]
+    assert again.fail_stale() == 0  # this process (its PID) lives: the trial is its own
+    assert [t.number for t in (again.ask({}), again.ask({}))] == [1, 2]
+    again.close()
+
+
+def test_every_storage_that_open_storage_returns_is_guarded(tmp_path):
+    for url in (f"sqlite:///{tmp_path / 'a.db'}", f"journal:{tmp_path / 'a.journal'}", ":memory:"):
+        storage = open_storage(url)
+        assert hasattr(storage.create_new_trial, "__wrapped__"), url
+        assert hasattr(storage.set_trial_state_values, "__wrapped__"), url

@@ -478,9 +478,10 @@ class _Loop:
                         wait([oldest])
                     self._measure(oldest)
             except BaseException:
-                # After a signal, write nothing more: it may have landed inside a storage
-                # transaction whose SQLite write lock this process still holds on another
-                # connection, and a new write would wait on it (120 s) instead of exiting. The
+                # After a signal, write nothing more: the exit is prompt, and a second signal
+                # (which storage calls do not hold back, see shutdown.held) may have landed inside
+                # a transaction whose SQLite write lock this process still holds on another
+                # connection, so a new write would wait on it (120 s) instead of exiting. The
                 # trials in flight stay RUNNING with this PID; the next run's fail_stale marks
                 # them interrupted, as after a SIGKILL.
                 if not shutdown.received():

@@ -77,6 +77,33 @@ def test_trials_of_a_killed_process_are_marked_interrupted_and_remeasured(tmp_pa
     assert db.fail_stale() == 0 and os.getpid()
 
 
+def test_a_study_where_two_trials_share_a_number_still_resumes(tmp_path):
+    # what a signal inside a storage call could leave before storage calls held signals back
+    # (CI: "Multiple rows were found when one or none was required", in every later run): a dead
+    # process's RUNNING trials whose number another trial of the study has too
+    import socket
+    import sqlite3
+
+    path = tmp_path / "d.db"
+    result, _ = run_toy(f"sqlite:///{path}", 3, strategy="grid")
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    with sqlite3.connect(path) as con:
+        study_id = con.execute("select study_id from studies where study_name = ?", (result.study,)).fetchone()[0]
+        for _ in range(2):
+            trial_id = con.execute("insert into trials (number, study_id, state, datetime_start) "
+                                   "values (3, ?, 'RUNNING', '2026-11-27 00:00:00')", (study_id,)).lastrowid
+            con.executemany("insert into trial_user_attributes (trial_id, key, value_json) values (?, ?, ?)",
+                            [(trial_id, "pid", str(dead)), (trial_id, "host", f'"{socket.gethostname()}"')])
+    again, runner = run_toy(f"sqlite:///{path}", 5, strategy="grid")
+    assert len(runner.calls) == 2 and again.statuses.get("ok") == 2
+    with sqlite3.connect(path) as con:  # Optuna's study cache keys trials by number: it would show one of the two
+        rows = con.execute("select t.number, t.state, a.value_json from trials t join trial_user_attributes a "
+                           "on a.trial_id = t.trial_id and a.key = 'status' where t.study_id = ?", (study_id,)).fetchall()
+    assert sorted(rows)[-4:] == [(3, "FAIL", '"interrupted"')] * 2 + [(5, "COMPLETE", '"ok"'), (6, "COMPLETE", '"ok"')]
+    assert [state for _, state, _ in rows].count("RUNNING") == 0 and len(rows) == 7
+
+
 def test_find_studies_filters_by_op_and_problem(tmp_path):
     storage = f"sqlite:///{tmp_path / 'd.db'}"
     run_toy(storage, 2)

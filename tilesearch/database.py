@@ -248,6 +248,7 @@ class TuningDatabase:
             except KeyError:
                 raise StorageError(f"no study {name!r} in the storage") from None
             self._host = socket.gethostname()
+            self._opened = {}
             return
         self.study = optuna.create_study(
             storage=self.storage, study_name=name, direction="minimize", sampler=sampler, load_if_exists=True
@@ -272,6 +273,11 @@ class TuningDatabase:
             if key not in existing:
                 self.study.set_user_attr(key, value)
         self._host = socket.gethostname()
+        # The trials this object opened, by number: it records them through these, never by
+        # looking a number up. A number can name two trials of a study that an older tilesearch
+        # damaged (a signal inside a storage call, see tilesearch.shutdown); looked up, it failed
+        # every later run with "Multiple rows were found when one or none was required".
+        self._opened: dict[int, optuna.Trial] = {}
 
     @property
     def name(self) -> str:
@@ -352,7 +358,10 @@ class TuningDatabase:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(self.study)
         count = 0
-        for trial in self.trials():
+        # Read from the storage itself, not the study's cache, which keys trials by number and so
+        # shows one of two trials that share a number (a study damaged by an older tilesearch)
+        open_ = (TrialState.RUNNING, TrialState.WAITING)
+        for trial in self.storage.get_all_trials(self.study._study_id, deepcopy=False, states=open_):
             if trial.state == TrialState.WAITING:  # study.tell refuses a trial that never ran
                 self.storage.set_trial_user_attr(trial._trial_id, "status", Status.SKIPPED.value)
                 self.storage.set_trial_user_attr(trial._trial_id, "error", "queued by an older tilesearch, never opened")
@@ -362,7 +371,7 @@ class TuningDatabase:
                 continue
             if self.owner_alive(trial) is not False and not _abandoned(trial):
                 continue
-            self._tell(trial.number, Status.INTERRUPTED, {"error": "the tuning process ended before this trial"})
+            self._tell(trial, Status.INTERRUPTED, {"error": "the tuning process ended before this trial"})
             count += 1
         return count
 
@@ -407,6 +416,7 @@ class TuningDatabase:
         for name, distribution in distributions.items():
             if name not in fixed:
                 trial._suggest(name, distribution)  # what study.ask(fixed_distributions) does
+        self._opened[trial.number] = trial
         return trial
 
     def claim(self, trial: optuna.Trial, candidate: Candidate) -> None:
@@ -423,7 +433,7 @@ class TuningDatabase:
         fields: dict[str, Any] = {"error": reason}
         if duplicate_of is not None:
             fields["duplicate_of"] = duplicate_of
-        self._tell(trial.number, Status.INVALID, fields)
+        self._tell(trial, Status.INVALID, fields)
 
     def record_skipped(
         self, trial: optuna.Trial, candidate: Candidate, reason: str, duplicate_of: int | None = None
@@ -435,11 +445,10 @@ class TuningDatabase:
         fields: dict[str, Any] = {"error": reason}
         if duplicate_of is not None:
             fields["duplicate_of"] = duplicate_of
-        self._tell(trial.number, Status.SKIPPED, fields)
+        self._tell(trial, Status.SKIPPED, fields)
 
     def record(self, trial: optuna.Trial | int, build: BuildResult, run: RunResult | None) -> None:
         """Stores the outcome of one candidate: a failed build, or the runner's result."""
-        number = trial if isinstance(trial, int) else trial.number
         fields: dict[str, Any] = {"compile_s": build.compile_s}
         if not build.ok:
             status = Status.COMPILE_TIMEOUT if build.timed_out else Status.COMPILE_ERROR
@@ -452,36 +461,40 @@ class TuningDatabase:
             extra = data.pop("extra") or {}
             fields.update({k: v for k, v in data.items() if v is not None})
             fields.update(extra)
-        self._tell(number, status, fields)
+        self._tell(trial, status, fields)
 
     def interrupt(self, numbers: Iterable[int]) -> None:
         for number in numbers:
             self._tell(number, Status.INTERRUPTED, {"error": "interrupted before the trial finished"})
 
-    def _tell(self, number: int, status: Status, fields: Mapping[str, Any]) -> None:
+    def _tell(self, trial: optuna.Trial | FrozenTrial | int, status: Status, fields: Mapping[str, Any]) -> None:
+        """Records ``status`` and ``fields`` on ``trial`` and ends it. A number names a trial this
+        object opened; any other is looked up (see ``_opened`` for why not first)."""
+        if isinstance(trial, int):
+            trial = self._opened[trial] if trial in self._opened else self.storage.get_trial(
+                self.storage.get_trial_id_from_study_id_trial_number(self.study._study_id, trial))
         try:
-            self._write(number, status, fields)
+            self._write(trial, status, fields)
         except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
             # another tuning process failed the trial meanwhile (its heartbeat lapsed): that record stands
-            if self.storage.get_trial(self._trial_id(number)).state == TrialState.RUNNING:
+            if self.storage.get_trial(trial._trial_id).state == TrialState.RUNNING:
                 raise
 
-    def _trial_id(self, number: int) -> int:
-        return self.storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
-
-    def _write(self, number: int, status: Status, fields: Mapping[str, Any]) -> None:
-        trial_id = self._trial_id(number)
+    def _write(self, trial: optuna.Trial | FrozenTrial, status: Status, fields: Mapping[str, Any]) -> None:
+        trial_id = trial._trial_id
         for key, value in fields.items():
             if key == "error" and isinstance(value, str):
                 value = value[-4000:]
             self.storage.set_trial_user_attr(trial_id, key, value)
         self.storage.set_trial_user_attr(trial_id, "status", status.value)
-        if status == Status.OK:
-            self.study.tell(number, fields["latency_ms"])
-        elif status == Status.INVALID:
-            self.study.tell(number, state=TrialState.PRUNED)
-        else:
-            self.study.tell(number, state=TrialState.FAIL)
+        state = {Status.OK: TrialState.COMPLETE, Status.INVALID: TrialState.PRUNED}.get(status, TrialState.FAIL)
+        value = fields["latency_ms"] if status == Status.OK else None
+        if isinstance(trial, optuna.Trial) and value is not None:  # ours: the study's sampler sees it end
+            self.study.tell(trial, value)
+        elif isinstance(trial, optuna.Trial):
+            self.study.tell(trial, state=state)
+        else:  # a dead process's: its sampler is gone
+            self.storage.set_trial_state_values(trial_id, state, None if value is None else [value])
 
 
 def _abandoned(trial: FrozenTrial) -> bool:

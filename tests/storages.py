@@ -41,7 +41,10 @@ def measured_once(url, study):
 
     db = TuningDatabase(url, study, read_only=True)
     trials = db.trials()
+    # from the storage itself: the study's cache keys trials by number and would show one of two
+    numbers = [t.number for t in db.storage.get_all_trials(db.study._study_id, deepcopy=False)]
     db.close()
+    assert len(numbers) == len(set(numbers)), "two trials of the study share a number"
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     records = [TrialRecord.from_trial(t) for t in trials if "key" in t.user_attrs]
     done = [r for r in records if r.duplicate_of is None and r.status not in ("invalid", "interrupted", "skipped")]

@@ -2,6 +2,7 @@
 end on the CPU: the multi-GPU comparison's dry run on a replay dataset."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,9 +64,13 @@ def test_multi_gpu_refuses_an_unknown_order_with_one_line(tmp_path):
 
 @pytest.mark.nvcc
 def test_compile_time_compares_batches_and_checks_their_kernels(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     done = subprocess.run([sys.executable, "experiments/compile_time.py", f"out={tmp_path}", "configs=3", "batch=1,3",
-                           "m=1000", "n=768", "k=320"], capture_output=True, text=True, cwd=ROOT, timeout=900)
+                           "m=1000", "n=768", "k=320"], capture_output=True, text=True, cwd=ROOT, timeout=900,
+                          env={**os.environ, "TMPDIR": str(scratch)})
     assert done.returncode == 0, done.stderr[-2000:]
+    assert not list(scratch.iterdir())  # each variant's compile cache is removed once compared
     alone, together = json.loads((tmp_path / "compile_time.json").read_text())["variants"]
     assert (alone["batch"], together["batch"]) == (1, 3)
     for variant in (alone, together):

@@ -39,10 +39,13 @@ def measure(args: Any) -> int:
         config = space.sample(rng)  # valid
         if config not in configs:
             configs.append(config)
-    variants = [_variant(problem, target, configs, args.workers, int(b)) for b in str(args.batch).split(",")]
-    first = variants[0]
+    with tempfile.TemporaryDirectory(prefix="compile-time-") as caches:  # each variant's TileLang cache, removed after
+        variants = [_variant(problem, target, configs, args.workers, int(b), caches) for b in str(args.batch).split(",")]
+        first = variants[0]
+        for variant in variants:
+            variant["identical"] = _same_kernels(first["cache"], variant["cache"])
     for variant in variants:
-        variant["identical"] = _same_kernels(first["cache"], variant["cache"])
+        del variant["cache"]
     summary = {"machine": {"cpus": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
                            "processor": platform.processor() or platform.machine()},
                "problem": problem.to_dict(), "arch": args.arch, "workers": args.workers, "variants": variants}
@@ -61,22 +64,30 @@ def measure(args: Any) -> int:
     return 0 if ok else 1
 
 
-def _variant(problem: Any, target: Any, configs: list[dict[str, Any]], workers: int, batch: int) -> dict[str, Any]:
-    """The configurations compiled by a fresh compile pool into an empty cache of its own."""
+def _variant(problem: Any, target: Any, configs: list[dict[str, Any]], workers: int, batch: int,
+             caches: str) -> dict[str, Any]:
+    """The configurations compiled by a fresh compile pool into an empty cache of its own under ``caches``."""
     from tilesearch.builder import LocalBuilder
     from tilesearch.records import Candidate
 
-    cache = tempfile.mkdtemp(prefix=f"compile-time-batch{batch}-")
-    os.environ["TILELANG_CACHE_DIR"] = cache  # read by the pool's worker processes as they start
+    cache = tempfile.mkdtemp(prefix=f"batch{batch}-", dir=caches)
     rows = []
-    with LocalBuilder(workers=workers, timeout=900, batch=batch) as builder:
-        start = time.perf_counter()
-        futures = [builder.submit(Candidate("gemm", problem.to_dict(), c, target)) for c in configs]
-        for config, future in zip(configs, futures):
-            build = future.result()
-            rows.append({"config": config, "ok": build.ok, "compile_s": build.compile_s, "tools_s": build.tools_s,
-                         "error": (build.error or "")[:200]})
-        wall = time.perf_counter() - start
+    before = os.environ.get("TILELANG_CACHE_DIR")
+    os.environ["TILELANG_CACHE_DIR"] = cache  # read by the pool's worker processes as they start (or restart)
+    try:
+        with LocalBuilder(workers=workers, timeout=900, batch=batch) as builder:
+            start = time.perf_counter()
+            futures = [builder.submit(Candidate("gemm", problem.to_dict(), c, target)) for c in configs]
+            for config, future in zip(configs, futures):
+                build = future.result()
+                rows.append({"config": config, "ok": build.ok, "compile_s": build.compile_s, "tools_s": build.tools_s,
+                             "error": (build.error or "")[:200]})
+            wall = time.perf_counter() - start
+    finally:
+        if before is None:
+            os.environ.pop("TILELANG_CACHE_DIR", None)
+        else:
+            os.environ["TILELANG_CACHE_DIR"] = before
     ok = [r for r in rows if r["ok"]]
     return {"batch": batch, "cache": cache, "wall_s": wall, "configs_per_min": 60 * len(ok) / wall if wall else None,
             "median_compile_s": statistics.median(r["compile_s"] for r in ok) if ok else None,

@@ -44,9 +44,13 @@ def test_bad_input_is_exit_2_and_one_line_and_nothing_runs(argv, says, capsys, t
 
 def test_multi_gpu_dry_run_on_a_replay_dataset_measures_each_configuration_once_in_both_runs(tmp_path):
     data = ROOT / "experiments/data/gemm_4096x4096x4096_float16_nn_h100_80gb_hbm3.jsonl.gz"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     done = subprocess.run([sys.executable, "experiments/multi_gpu.py", f"out={tmp_path}", "size=4096",
-                           f"runner=replay:{data}"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+                           f"runner=replay:{data}"], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          env={**os.environ, "TMPDIR": str(scratch)})
     assert done.returncode == 0, done.stderr[-2000:]
+    assert not list(scratch.iterdir())  # the cold runs' compile caches are removed
     summary = json.loads((tmp_path / "multi_gpu.json").read_text())
     runs = summary["runs"]
     assert runs["one"]["measured"] == runs["two"]["measured"] == summary["trials"] == 48
@@ -78,3 +82,17 @@ def test_compile_time_compares_batches_and_checks_their_kernels(tmp_path):
         assert all(0 < row["tools_s"] and 0 < row["compile_s"] for row in variant["rows"])
     assert all(0 < row["tools_s"] < row["compile_s"] for row in alone["rows"])
     assert done.stdout.strip().splitlines()[-1].startswith("batch 3: ")
+
+
+def test_an_empty_tilelang_cache_lasts_one_step_and_the_variable_comes_back(monkeypatch):
+    from tilesearch.experiment.cache import empty_tilelang_cache
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", "/somewhere/else")
+    with empty_tilelang_cache("step") as folder:
+        assert os.environ["TILELANG_CACHE_DIR"] == folder and os.path.isdir(folder) and not os.listdir(folder)
+        open(os.path.join(folder, "kernel.so"), "w").close()
+    assert not os.path.exists(folder) and os.environ["TILELANG_CACHE_DIR"] == "/somewhere/else"
+    monkeypatch.delenv("TILELANG_CACHE_DIR")
+    with empty_tilelang_cache("step"):
+        pass
+    assert "TILELANG_CACHE_DIR" not in os.environ

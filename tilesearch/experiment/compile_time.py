@@ -19,10 +19,12 @@ import platform
 import random
 import statistics
 import struct
-import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
+
+from tilesearch.experiment.cache import empty_tilelang_cache
 
 
 def measure(args: Any) -> int:
@@ -39,8 +41,9 @@ def measure(args: Any) -> int:
         config = space.sample(rng)  # valid
         if config not in configs:
             configs.append(config)
-    with tempfile.TemporaryDirectory(prefix="compile-time-") as caches:  # each variant's TileLang cache, removed after
-        variants = [_variant(problem, target, configs, args.workers, int(b), caches) for b in str(args.batch).split(",")]
+    with ExitStack() as caches:  # each variant's own, kept until the kernels are compared
+        variants = [_variant(problem, target, configs, args.workers, int(b), caches.enter_context(empty_tilelang_cache(f"batch{b}")))
+                    for b in str(args.batch).split(",")]
         first = variants[0]
         for variant in variants:
             variant["identical"] = _same_kernels(first["cache"], variant["cache"])
@@ -65,29 +68,20 @@ def measure(args: Any) -> int:
 
 
 def _variant(problem: Any, target: Any, configs: list[dict[str, Any]], workers: int, batch: int,
-             caches: str) -> dict[str, Any]:
-    """The configurations compiled by a fresh compile pool into an empty cache of its own under ``caches``."""
+             cache: str) -> dict[str, Any]:
+    """The configurations compiled by a fresh compile pool into ``cache``, empty and set as TileLang's."""
     from tilesearch.builder import LocalBuilder
     from tilesearch.records import Candidate
 
-    cache = tempfile.mkdtemp(prefix=f"batch{batch}-", dir=caches)
     rows = []
-    before = os.environ.get("TILELANG_CACHE_DIR")
-    os.environ["TILELANG_CACHE_DIR"] = cache  # read by the pool's worker processes as they start (or restart)
-    try:
-        with LocalBuilder(workers=workers, timeout=900, batch=batch) as builder:
-            start = time.perf_counter()
-            futures = [builder.submit(Candidate("gemm", problem.to_dict(), c, target)) for c in configs]
-            for config, future in zip(configs, futures):
-                build = future.result()
-                rows.append({"config": config, "ok": build.ok, "compile_s": build.compile_s, "tools_s": build.tools_s,
-                             "error": (build.error or "")[:200]})
-            wall = time.perf_counter() - start
-    finally:
-        if before is None:
-            os.environ.pop("TILELANG_CACHE_DIR", None)
-        else:
-            os.environ["TILELANG_CACHE_DIR"] = before
+    with LocalBuilder(workers=workers, timeout=900, batch=batch) as builder:
+        start = time.perf_counter()
+        futures = [builder.submit(Candidate("gemm", problem.to_dict(), c, target)) for c in configs]
+        for config, future in zip(configs, futures):
+            build = future.result()
+            rows.append({"config": config, "ok": build.ok, "compile_s": build.compile_s, "tools_s": build.tools_s,
+                         "error": (build.error or "")[:200]})
+        wall = time.perf_counter() - start
     ok = [r for r in rows if r["ok"]]
     return {"batch": batch, "cache": cache, "wall_s": wall, "configs_per_min": 60 * len(ok) / wall if wall else None,
             "median_compile_s": statistics.median(r["compile_s"] for r in ok) if ok else None,

@@ -27,11 +27,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from tilesearch.experiment.cache import empty_tilelang_cache
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: step 4 runs its examples/
 COMPILERS = ("nvcc", "gcc", "g++", "cc", "c++", "clang", "ptxas")
@@ -46,11 +47,17 @@ def problem_args(args: Any) -> dict[str, Any]:
 
 
 def parent(args: Any) -> int:
-    """Steps 1-4 (the module docstring); exit code 1 if a check failed."""
+    """Steps 1-4 (the module docstring); exit code 1 if a check failed. TileLang's cache is the
+    caller's if set, else an empty one outside ``out`` (it is not a result); the fresh process shares it."""
+    if "TILELANG_CACHE_DIR" in os.environ:
+        return _parent(args)
+    with empty_tilelang_cache("export-check"):
+        return _parent(args)
+
+
+def _parent(args: Any) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    # TileLang's cache outside $OUT (it is not a result); the fresh process shares it
-    os.environ.setdefault("TILELANG_CACHE_DIR", tempfile.mkdtemp(prefix="export_check-tilelang-cache-"))
     report: dict[str, Any] = {"problem": problem_args(args)}
 
     import tilesearch

@@ -25,9 +25,10 @@ The work of ``experiments/fault_and_leak.py``.
 import csv
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
+
+from tilesearch.experiment.cache import empty_tilelang_cache
 
 LEAK_OP, LEAK_PROBLEM = "gemm", {"m": 2048, "n": 2048, "k": 2048, "dtype": "float16"}
 FAULT_OP, FAULT_PROBLEM = "tilesearch.testing.faulty:FaultyOp", {"n": 1 << 24}
@@ -140,16 +141,16 @@ def check(args):
     """The phases of ``args.phases``; writes under ``args.out`` and prints the tables last."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    os.environ["TILELANG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilelang-cache-")  # empty: every kernel compiles
     storage = f"sqlite:///{out / 'fault_and_leak.db'}"
     phases = args.phases.split(",")
-    summary = {"tilelang_cache": os.environ["TILELANG_CACHE_DIR"]}
-    if "leak" in phases:
-        summary["leak_raw"] = leak(args, storage, out, recycle=False, name="raw")
-    if "leak-default" in phases:
-        summary["leak_default"] = leak(args, storage, out, recycle=True, name="default")
-    if "faults" in phases:
-        summary["faults"] = faults(args, storage, out)
+    with empty_tilelang_cache("fault-and-leak") as cache:  # empty: every kernel compiles
+        summary = {"tilelang_cache": cache}
+        if "leak" in phases:
+            summary["leak_raw"] = leak(args, storage, out, recycle=False, name="raw")
+        if "leak-default" in phases:
+            summary["leak_default"] = leak(args, storage, out, recycle=True, name="default")
+        if "faults" in phases:
+            summary["faults"] = faults(args, storage, out)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
 
     print("\nmemory over the kernels (MiB; slope = growth per 100 kernels from kernel 50 on)")

@@ -14,11 +14,12 @@ The work of ``experiments/multi_gpu.py``.
 """
 
 import json
-import os
 import sys
-import tempfile
 import time
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
+
+from tilesearch.experiment.cache import empty_tilelang_cache
 
 KNOBS = {  # 48 valid configurations of the GEMM space
     "block_m": (128, 256), "block_n": (128, 256), "block_k": (64,), "num_stages": (2, 3, 4),
@@ -59,8 +60,6 @@ def run_two(args, storage, cores):
     from tilesearch.distributed import tune_parallel
     from tilesearch.tuner import TuneSettings
 
-    if args.cache == "cold":
-        os.environ["TILELANG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilelang-cache-2w-")
     settings = TuneSettings(strategy="grid", trials=args.trials, storage=storage, study="two-workers",
                             build_workers=cores // 2, progress=False, runner=args.runner)
     start = time.perf_counter()
@@ -79,8 +78,6 @@ def run_one(args, storage, cores):
     from tilesearch.target import Target
     from tilesearch.tuner import TuneSettings
 
-    if args.cache == "cold":
-        os.environ["TILELANG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilelang-cache-1w-")
     op = load("gemm")
     space = narrow(op.space(op.problem(**args.problem), Target.from_arch("sm_90a")), KNOBS)
     start = time.perf_counter()
@@ -94,14 +91,13 @@ def run_one(args, storage, cores):
 
 
 def prefill(args, cores):
-    """Compiles every configuration into one TileLang cache that both runs then share."""
+    """Compiles every configuration into the TileLang cache that both runs then share."""
     from tilesearch.builder import LocalBuilder
     from tilesearch.dataset import narrow
     from tilesearch.records import Candidate
     from tilesearch.registry import load
     from tilesearch.target import Target
 
-    os.environ["TILELANG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilelang-cache-warm-")
     op, target = load("gemm"), Target.from_arch("sm_90a")
     problem = op.problem(**args.problem)
     configs = list(narrow(op.space(problem, target), KNOBS).enumerate())
@@ -148,14 +144,17 @@ def compare(args):
     args.trials = narrow(op.space(op.problem(**args.problem), Target.from_arch("sm_90a")), KNOBS).count_valid()
     cores = max(2, usable_cores() - 2)
     storage = f"sqlite:///{out / 'multi_gpu.db'}"
-    if args.cache == "warm":
-        prefill(args, cores)
     runs = {}
     order = ("two", "one") if args.order == "two-first" else ("one", "two")
-    for name in order:
-        runs[name] = (run_two if name == "two" else run_one)(args, storage, cores)
-        runs[name].update(study_facts(storage, runs[name]["study"]))
-        print(f"[{name}] {json.dumps(runs[name], default=str)}", flush=True)
+    with ExitStack() as warm:  # warm: one cache that both runs share; cold: each run's own, empty
+        if args.cache == "warm":
+            warm.enter_context(empty_tilelang_cache("warm"))
+            prefill(args, cores)
+        for name in order:
+            with empty_tilelang_cache(f"{name}-workers") if args.cache == "cold" else nullcontext():
+                runs[name] = (run_two if name == "two" else run_one)(args, storage, cores)
+            runs[name].update(study_facts(storage, runs[name]["study"]))
+            print(f"[{name}] {json.dumps(runs[name], default=str)}", flush=True)
 
     bests = [runs["two"]["best_config"], runs["one"]["best_config"]]
     if args.runner == "local":

@@ -3,7 +3,7 @@
 # prints its URL on stdout (the only stdout line). Installs the server from the system's packages
 # when it is missing (Debian/Ubuntu). Usage:
 #   export TILESEARCH_TEST_POSTGRES=$(.ci/postgres.sh start [DIR] [PORT])
-#   .ci/postgres.sh stop [DIR]
+#   .ci/postgres.sh stop [DIR]      (stops it and removes DIR)
 set -euo pipefail
 
 cmd=${1:-start}
@@ -22,6 +22,8 @@ as_owner() {  # initdb and postgres refuse to run as root
 if [ "$cmd" = stop ]; then
     bin=$(bindir)
     [ -n "$bin" ] && [ -f "$dir/data/PG_VERSION" ] && as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate stop >&2 || true
+    # the server's files (64 MB) go with it; only a folder that holds a server's data is removed
+    if [ -f "$dir/data/PG_VERSION" ]; then rm -rf "$dir"; fi
     exit 0
 fi
 

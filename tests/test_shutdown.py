@@ -27,6 +27,11 @@ def handlers():
     for s, h in saved.items():
         signal.signal(s, h)
     sys.unraisablehook = hook
+    forget_signals()
+
+
+def forget_signals():
+    """The module as in a process that has received no signal (as the next run starts)."""
     shutdown._received.clear()
     shutdown._raised = False
     shutdown._holding = 0
@@ -87,8 +92,7 @@ def test_a_signal_during_a_trials_commit_leaves_the_trial_whole_and_a_rerun_comp
     with pytest.raises(shutdown.Interrupted):
         db.ask({})
     db.close()
-    shutdown._received.clear()
-    shutdown._raised = False
+    forget_signals()
     again = TuningDatabase(url, "study")
     trials = again.trials()
     assert [(t.number, t.state.name) for t in trials] == [(0, "RUNNING")]

@@ -238,6 +238,12 @@ class TuningDatabase:
         if not read_only and (reason := check_study_name(name)):
             raise StorageError(reason)
         self._owned = not isinstance(storage, optuna.storages.BaseStorage)
+        self._host = socket.gethostname()
+        # The trials this object opened, by number: it records them through these, never by
+        # looking a number up. A number can name two trials of a study that an older tilesearch
+        # damaged (a signal inside a storage call, see tilesearch.shutdown); looked up, it failed
+        # every later run with "Multiple rows were found when one or none was required".
+        self._opened: dict[int, optuna.Trial] = {}
         if isinstance(storage, optuna.storages.BaseStorage):
             self.storage = storage
         else:
@@ -247,8 +253,6 @@ class TuningDatabase:
                 self.study = optuna.load_study(storage=self.storage, study_name=name, sampler=sampler)
             except KeyError:
                 raise StorageError(f"no study {name!r} in the storage") from None
-            self._host = socket.gethostname()
-            self._opened = {}
             return
         self.study = optuna.create_study(
             storage=self.storage, study_name=name, direction="minimize", sampler=sampler, load_if_exists=True
@@ -272,12 +276,6 @@ class TuningDatabase:
         for key, value in sorted((info or {}).items(), key=lambda item: item[0] != IDENTITY_ATTR):
             if key not in existing:
                 self.study.set_user_attr(key, value)
-        self._host = socket.gethostname()
-        # The trials this object opened, by number: it records them through these, never by
-        # looking a number up. A number can name two trials of a study that an older tilesearch
-        # damaged (a signal inside a storage call, see tilesearch.shutdown); looked up, it failed
-        # every later run with "Multiple rows were found when one or none was required".
-        self._opened: dict[int, optuna.Trial] = {}
 
     @property
     def name(self) -> str:

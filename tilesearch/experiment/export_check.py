@@ -29,10 +29,11 @@ import subprocess
 import sys
 import time
 import traceback
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from tilesearch.experiment.cache import empty_tilelang_cache
+from tilesearch.experiment.cache import VARIABLE, empty_tilelang_cache
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: step 4 runs its examples/
 COMPILERS = ("nvcc", "gcc", "g++", "cc", "c++", "clang", "ptxas")
@@ -49,13 +50,11 @@ def problem_args(args: Any) -> dict[str, Any]:
 def parent(args: Any) -> int:
     """Steps 1-4 (the module docstring); exit code 1 if a check failed. TileLang's cache is the
     caller's if set, else an empty one outside ``out`` (it is not a result); the fresh process shares it."""
-    if "TILELANG_CACHE_DIR" in os.environ:
-        return _parent(args)
-    with empty_tilelang_cache("export-check"):
-        return _parent(args)
+    with nullcontext() if VARIABLE in os.environ else empty_tilelang_cache("export-check"):
+        return _checked(args)
 
 
-def _parent(args: Any) -> int:
+def _checked(args: Any) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"problem": problem_args(args)}

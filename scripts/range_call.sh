@@ -6,8 +6,8 @@
 # (experiments/results/...) travels with the tree, so nothing but .bundle need be carried.
 # EXTRA: more key=value options of experiments/deploy_check.py (e.g. refine=6), for every pair; a
 # pair's own follow it after "+" (14336x4096+sizes=9), and name its storage and log apart.
-# Each storage is also copied to $OUT once a minute while its pair runs (a consistent SQLite
-# backup): a call cut short (its limit lowered to the device time left) still returns what it
+# Each storage is also copied to $OUT once a minute while its pair runs (a file copy checked by
+# SQLite): a call cut short (its limit lowered to the device time left) still returns what it
 # measured. To go on in a later call, copy the returned PAIR.db.xz files into FROM (.deploy); a
 # fresh machine starts each pair whose FROM/PAIR.db.xz is missing from an empty storage, and says so.
 # Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME [FROM [EXTRA...]]
@@ -40,13 +40,20 @@ print('stale trials failed:', c.execute(\"update trials set state='FAIL', dateti
   kill "$saver" 2>/dev/null; wait "$saver" 2>/dev/null
   checkpoint "$w" "$entry"
 }
-checkpoint() {  # dir entry: a consistent copy of the storage, written to $OUT whole or not at all
-  local copy=$1/copy.$BASHPID.db part=$OUT/.$2.$BASHPID.db.xz  # the saver's and the final one's apart
-  [ -f "$1/deploy.db" ] || return 0
-  python3 -c "
-import sqlite3; s=sqlite3.connect('$1/deploy.db', timeout=60); d=sqlite3.connect('$copy')
-s.backup(d); d.close(); s.close()" && xz -T4 -c "$copy" > "$part" && mv "$part" "$OUT/$2.db.xz"
-  rm -f "$copy" "$part"
+checkpoint() {  # dir entry: a copy of the storage, checked whole, written to $OUT whole or not at all
+  # The live file is only read (cp), never opened by SQLite from a second process: on the GPU host
+  # an sqlite3 backup beside the running study made every pair's next query fail with "disk I/O
+  # error" (a WAL database shared across processes there). A copy taken mid-commit is recovered
+  # from its write-ahead log like a crash; one that fails integrity_check is dropped (the last
+  # good one stays).
+  local db=$1/deploy.db copy=$1/copy.$BASHPID.db part=$OUT/.$2.$BASHPID.db.xz  # saver's and final one's apart
+  [ -f "$db" ] || return 0
+  cp "$db" "$copy" && { [ ! -f "$db-wal" ] || cp "$db-wal" "$copy-wal"; } && python3 -c "
+import sqlite3, sys; c=sqlite3.connect('$copy')
+ok=c.execute('pragma integrity_check').fetchone()[0] == 'ok'
+ok and c.execute('pragma journal_mode=delete'); c.close(); sys.exit(0 if ok else 1)" \
+    && xz -T4 -c "$copy" > "$part" && mv "$part" "$OUT/$2.db.xz"
+  rm -f "$copy" "$copy-wal" "$copy-shm" "$part"
 }
 i=0
 for pair in ${pairs//,/ }; do

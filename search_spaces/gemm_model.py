@@ -280,7 +280,9 @@ def refits(problem: Mapping[str, Any], space: Space, target: Target, config: Map
     x ``block_n``, from ``widths``) and ``split_k``, whose blocks fill whole waves of the SMs (each
     at least :data:`REFIT_SHARE` busy), the fewest waves first: alternately the largest such tile
     without split-K and the largest with it (in rows M really has), each with as many of
-    ``config``'s bytes in flight as its shared memory holds (:func:`_fitted`).
+    ``config``'s bytes in flight as its shared memory holds (:func:`_fitted`): a tile that loads
+    fewer bytes a K step goes that much deeper. Tiles of 64 rows or more are offered as ``config``
+    computes them (swapped or not), else the other way round, where that is valid.
 
     On an H200 (2026-11-27, ranges m=1..16384 in bfloat16, nt) three held-out sizes lost 15-31%
     to such tiles, none of which a tuned size's search or a probe had measured: at 235 rows of
@@ -289,7 +291,15 @@ def refits(problem: Mapping[str, Any], space: Space, target: Target, config: Map
     split-K (1 x 32 x 4); at 21 rows of 4096x14336 a swapped 16x64 tile without split-K (2 x 64),
     where a 128x128 tile with split-K 4 served. Tiles shorter than :data:`MMA_ROWS` are offered
     swapped, as the space allows them only so. The analytic model (:func:`estimate`) ties the
-    first with over 5,000 configurations, as the weights' bytes rank them all alike there."""
+    first with over 5,000 configurations, as the weights' bytes rank them all alike there.
+
+    On four H100s (2026-11-28, ``925336d``) the probes' refits missed two such tiles by the
+    knobs they kept. At 192 rows of 4096x4096 the 128x64 refit kept the 128x128 tile's K depth
+    (128 x 3 stages), so it had two thirds of the bytes in flight; at 235 rows that tile was
+    0.0296 ms 3 deep against 0.0267 ms 4 deep, and a 128x128 tile served 235 rows at 13.6%
+    regret. At 183 rows of 6144x4096 the serving tile was swapped, and every tile that fills
+    one wave (128x96: 2 x 64 blocks) was invalid swapped; unswapped, it won the 235-row search,
+    where the range served it at 17.3% regret."""
     m, cols, sms = problem["m"], problem["n"], target.num_sms
     heights = (16, 32, 64, 128, 256)  # below 64 rows only swapped tiles, where the space offers them
     fits: list[tuple[int, float, int, int, int]] = []
@@ -308,6 +318,7 @@ def refits(problem: Mapping[str, Any], space: Space, target: Target, config: Map
     largest = sorted(fits)
     unsplit = [f for f in largest if f[2] == 1]
     own = (config["block_m"], config["block_n"], config.get("split_k", 1))
+    depth = config["num_stages"] * config["block_k"] * (config["block_m"] + config["block_n"])
 
     def valid(order: list[tuple[int, float, int, int, int]]) -> Iterator[Config]:
         for _, _, split, minus_bm, bn in order:
@@ -316,10 +327,14 @@ def refits(problem: Mapping[str, Any], space: Space, target: Target, config: Map
                 continue
             tile = {**config, "block_m": bm, "block_n": bn, "split_k": split}
             if bm < MMA_ROWS:  # the short tiles of decoding are swapped: the weights' rows split the warps
-                tile.update(swap_ab=True, warp_policy="full_row")
-            fitted = _fitted(space, tile)
-            if fitted is not None:
-                yield fitted
+                routes = [{**tile, "swap_ab": True, "warp_policy": "full_row"}]
+            else:  # as ``config`` computes it, else the other way round (a swapped 128x96 is invalid)
+                routes = [tile, {**tile, "swap_ab": not tile.get("swap_ab", False), "warp_policy": "full_row"}]
+            for route in routes:
+                fitted = _fitted(space, route, depth // (bm + bn))
+                if fitted is not None:
+                    yield fitted
+                    break
 
     out: list[Config] = []
     sources = [valid(unsplit), valid(largest)]
@@ -333,11 +348,17 @@ def refits(problem: Mapping[str, Any], space: Space, target: Target, config: Map
     return out
 
 
-def _fitted(space: Space, config: Config) -> Config | None:
-    """``config`` as valid as it can be made with the same bytes in flight: its stages of its K
-    step, else fewer stages or a K step half or a quarter as wide (kept at two stages or more
-    where it can be), with its thread count or the other one."""
-    depth = config["num_stages"] * config["block_k"]
+DEPTH_KEPT = 0.75
+"""A refit keeps its K step where that reaches this share of the depth it should have."""
+
+
+def _fitted(space: Space, config: Config, depth: int) -> Config | None:
+    """``config`` as valid as it can be made with ``depth`` of K in flight (stages times K step),
+    else less: as many stages of its K step, else fewer or a K step half or a quarter as wide
+    (kept at two stages or more where it can be), with its thread count or the other one. Its own
+    K step is kept while it reaches :data:`DEPTH_KEPT` of ``depth``: rounding 365 down to 5 x 64
+    must not turn the tile into 11 stages of 32, a kernel with twice the loop trips that no
+    search had measured."""
     found = []
     for threads in dict.fromkeys((config["threads"], 256 if config["threads"] == 128 else 128)):
         for bk in (config["block_k"], config["block_k"] // 2, config["block_k"] // 4):
@@ -346,9 +367,10 @@ def _fitted(space: Space, config: Config) -> Config | None:
             for stages in range(max(1, depth // bk), 0, -1):
                 candidate = {**config, "threads": threads, "block_k": bk, "num_stages": stages}
                 if space.why_invalid(candidate) is None:
-                    found.append((stages >= 2, stages * bk, threads == config["threads"], candidate))
+                    own_step = bk == config["block_k"] and stages * bk >= DEPTH_KEPT * depth
+                    found.append((stages >= 2, own_step, stages * bk, threads == config["threads"], candidate))
                     break
-    return max(found, key=lambda f: f[:3])[3] if found else None
+    return max(found, key=lambda f: f[:4])[4] if found else None
 
 
 FLIPPED_POLICY = {"full_row": "full_col", "full_col": "full_row"}

@@ -56,6 +56,35 @@ def test_refits_of_a_decode_tile_and_of_a_large_problem():
                  warp_policy="full_row")
     found, _, _ = _refits(8928, 14336, 4096, large, 2)
     assert len(found) == 2 and (found[0]["block_m"], found[0]["block_n"]) == (128, 256)
-    # as many bytes in flight as shared memory holds: the K step is kept, stages as before or fewer
-    assert all(c["num_stages"] * c["block_k"] <= large["num_stages"] * large["block_k"] for c in found)
+    # as many bytes in flight as shared memory holds, never more than the serving tile's
+    assert all(_in_flight(c) <= _in_flight(large) for c in found)
+
+
+def _in_flight(c):
+    """Elements of A and B a block has in flight: stages x K step x (rows + columns)."""
+    return c["num_stages"] * c["block_k"] * (c["block_m"] + c["block_n"])
+
+
+def test_a_narrower_refit_goes_deeper_with_the_same_bytes_in_flight():
+    """On four H100s the 128x64 refit of the 128x128 tile (K step 128, 3 stages) kept its K
+    depth, two thirds of its bytes in flight: at 235 rows of 4096x4096 that tile took 0.0296 ms
+    3 deep and 0.0267 ms 4 deep, and the range served 235 rows with the 128x128 tile at 13.6%
+    regret. Narrowed to 192 columns of A and B a K step, it goes 4 deep with its own K step."""
+    found, _, _ = _refits(192, 4096, 4096, TILE)
+    narrow = next(c for c in found if (c["block_m"], c["block_n"], c["split_k"]) == (128, 64, 1))
+    assert (narrow["block_k"], narrow["num_stages"]) == (128, 4) and _in_flight(narrow) == _in_flight(TILE)
+
+
+def test_a_swapped_serving_tile_is_refitted_unswapped_where_only_that_is_valid():
+    """At 183 rows of 6144x4096 a swapped 64x192 split-K 2 tile served; the tile that fills one
+    wave there, 128x96 (2 x 64 blocks), is invalid swapped (96 columns are not a multiple of the
+    MMA's 64 rows), so no refit filled the SMs. Unswapped it won the 235-row search by 17%.
+    It keeps its K step: 5 x 64 rather than 11 stages of 32 (its depth is 365 of K)."""
+    served = dict(TILE, block_m=64, block_n=192, block_k=64, num_stages=5, split_k=2, swap_ab=True, threads=128,
+                  warp_policy="full_row", epilogue="direct")
+    found, space, _ = _refits(183, 6144, 4096, served)
+    first = found[0]
+    assert (first["block_m"], first["block_n"], first["split_k"], first["swap_ab"]) == (128, 96, 1, False)
+    assert (first["block_k"], first["num_stages"]) == (64, 5) and all(space.why_invalid(c) is None for c in found)
+    assert space.why_invalid(dict(first, swap_ab=True)) is not None  # the serving route is invalid for it
 

@@ -231,7 +231,7 @@ def tune_range(
         if ranges.probes > 0:
             between = bucketing.probe_sizes(found, list(tuned), ranges.probes, table, _margin(ranges), shape)
             rounds = _recorded(*record, PROBED_ATTR)
-            for i in range(1 + bucketing.SPLIT_ROUNDS):  # the probes, then where the winner changes
+            for i in range(1 + bucketing.SPLIT_ROUNDS):  # the probes, then where the winner changes or an edge is far
                 if i < len(rounds):
                     between = [int(size) for size in rounds[i]]
                 else:
@@ -243,7 +243,7 @@ def tune_range(
                 probed.update(more)
                 tuned.update(more)
                 table, shape, found = decide()
-                between = bucketing.split_sizes(table, _margin(ranges))
+                between = sorted({*bucketing.split_sizes(table, _margin(ranges)), *bucketing.edge_sizes(found, table)})
     first = next(iter(tuned.values()))
     result = RangeResult(
         op=operator.name, name=size_range.name, lo=size_range.lo, hi=size_range.hi,

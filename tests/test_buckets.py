@@ -211,13 +211,12 @@ def test_edge_sizes_measure_an_inner_edge_far_from_its_buckets_measured_sizes():
     """As on the H100's 4096x14336 range: 33..64 measured at 53 and 64, 65..128 at 128 alone."""
     from tilesearch.buckets import EDGE_RATIO, Bucket, edge_sizes
 
-    t = Table(latency={s: {"a": 1.0} for s in (1, 11, 19, 31, 53, 64, 128, 160, 430)}, configs={"a": {}})
-    buckets = [Bucket(1, 16, {}), Bucket(17, 32, {}), Bucket(33, 64, {}), Bucket(65, 128, {}), Bucket(129, 512, {})]
+    spans = [(1, 16, (1, 11)), (17, 32, (19, 31)), (33, 64, (53, 64)), (65, 128, (128,)), (129, 512, (160, 430))]
+    buckets = [Bucket(lo, hi, {}, tuned) for lo, hi, tuned in spans]
     # 53/33 and 128/65 are past EDGE_RATIO; 16/11 and 19/17 are not; 129 and 128 are neighbours;
     # 160/129 is within it; the range's own ends (1 and 512) are no bucket's inner edge
-    assert edge_sizes(buckets, t) == [33, 65] and 53 / 33 > EDGE_RATIO > 16 / 11
+    assert edge_sizes(buckets) == [33, 65] and 53 / 33 > EDGE_RATIO > 16 / 11
     # a bucket with no measured size gets both its edges measured
-    assert edge_sizes([Bucket(1, 10, {}), Bucket(11, 20, {}), Bucket(21, 40, {})],
-                      Table(latency={1: {"a": 1.0}, 40: {"a": 1.0}}, configs={"a": {}})) == [10, 11, 20, 21]
-    t.latency[65] = {"a": 1.0}
-    assert edge_sizes(buckets, t) == [33]
+    assert edge_sizes([Bucket(1, 10, {}, (1,)), Bucket(11, 20, {}), Bucket(21, 40, {}, (40,))]) == [10, 11, 20, 21]
+    buckets[3] = Bucket(65, 128, {}, (65, 128))
+    assert edge_sizes(buckets) == [33]

@@ -300,24 +300,21 @@ def split_sizes(table: Table, tolerance: float) -> list[int]:
 EDGE_RATIO = 1.5  # a bucket's edge further than this from the bucket's nearest measured size is measured
 
 
-def edge_sizes(buckets: Sequence[Bucket], table: Table) -> list[int]:
+def edge_sizes(buckets: Sequence[Bucket]) -> list[int]:
     """The inner edges of ``buckets`` (a bucket's first or last size) that lie more than
-    :data:`EDGE_RATIO` from any size measured in that bucket. A bucket's configuration is known at
-    its measured sizes and drawn between them; past the last of them, up to an edge that
-    :func:`crossing` placed from a model, nothing checks it. On four H100s (2026-11-28,
-    ``925336d``) a 4096x14336 range served 65..128 rows with the 128-row winner, measured at 128
-    alone: at 65 rows (one row past 64, a tile edge) it was 13.3% behind a 64x64 tile that fills
-    one wave there, a refit that a measurement at 65 would have timed."""
-    measured = sorted(table.latency)
+    :data:`EDGE_RATIO` from the nearest size measured in that bucket (its ``tuned``). A bucket's
+    configuration is known at its measured sizes and drawn between them; past the last of them,
+    up to an edge that :func:`crossing` placed from a model, nothing checks it. On four H100s
+    (2026-11-28, ``925336d``) a 4096x14336 range served 65..128 rows with the 128-row winner,
+    measured at 128 alone: at 65 rows (one row past 64, a tile edge) it was 13.3% behind a 64x64
+    tile that fills one wave there, a refit that a measurement at 65 would have timed."""
     out: set[int] = set()
     for left, right in zip(buckets, buckets[1:]):
-        inside = [s for s in measured if left.lo <= s <= left.hi]
-        if not inside or left.hi / inside[-1] > EDGE_RATIO:
+        if not left.tuned or left.hi / left.tuned[-1] > EDGE_RATIO:
             out.add(left.hi)
-        inside = [s for s in measured if right.lo <= s <= right.hi]
-        if not inside or inside[0] / right.lo > EDGE_RATIO:
+        if not right.tuned or right.tuned[0] / right.lo > EDGE_RATIO:
             out.add(right.lo)
-    return sorted(out - set(measured))
+    return sorted(out)
 
 
 def _between(a: int, b: int, n: int) -> list[int]:

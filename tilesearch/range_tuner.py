@@ -243,7 +243,7 @@ def tune_range(
                 probed.update(more)
                 tuned.update(more)
                 table, shape, found = decide()
-                between = sorted({*bucketing.split_sizes(table, _margin(ranges)), *bucketing.edge_sizes(found, table)})
+                between = sorted({*bucketing.split_sizes(table, _margin(ranges)), *bucketing.edge_sizes(found)})
     first = next(iter(tuned.values()))
     result = RangeResult(
         op=operator.name, name=size_range.name, lo=size_range.lo, hi=size_range.hi,

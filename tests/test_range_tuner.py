@@ -56,11 +56,12 @@ def test_sizes_include_the_ends_and_buckets_cover_the_range(tuned):
     assert result.key == "m=1..4096,n=1024,k=2048,dtype=float16,layout=nt" and result.replayed
 
 
-def test_probes_time_the_searched_sizes_winners_and_search_nothing(tuned):
+def test_probes_time_the_searched_sizes_winners_and_refits_then_search_a_few(tuned):
     from types import SimpleNamespace
 
     from tilesearch.database import TuningDatabase
     from tilesearch.ranges import problem_at
+    from tilesearch.records import has_result
     from tilesearch.registry import load
 
     _, settings, result, _ = tuned
@@ -71,17 +72,23 @@ def test_probes_time_the_searched_sizes_winners_and_search_nothing(tuned):
     measured = [r.config for s in searched.values() for r in TuningDatabase(settings.storage, s.study).records()]
     winners |= {config_key(c) for c in measured}
     op, target = load("gemm"), Target.from_arch("sm_90a")
-    refitted = 0
+    refitted = searched_too = 0
     for size in result.probes:
         problem = problem_at(op, result.size_range, {k: v for k, v in result.params.items() if k != "m"}, size)
         space = op.space(problem, target)
         # a probe's refits are those of the configuration serving it then: one measured at a tuned size
         refits = {config_key(c) for config in measured for c in op.refits(problem, space, target, config, range_tuner.REFITS)}
         db = TuningDatabase(settings.storage, result.studies[size])
-        keys = {config_key(r.config) for r in db.records()}
-        assert keys <= winners | refits and db.final() is None  # no search, no re-time
-        refitted += bool(keys - winners)
+        # what the trial budget counts, in order (the search's invalid proposals are recorded too;
+        # later rounds' winners are cross-measured here after the probe, and at the searched sizes)
+        keys = [config_key(r.config) for r in sorted(db.records(), key=lambda r: r.number) if has_result(r)]
+        own = [k for k in keys if k not in winners | refits]  # the probe's search found these
+        assert keys[0] in winners | refits and db.final() is None  # the hints first; no re-time
+        assert len(set(keys)) == len(keys) and len(own) <= range_tuner.PROBE_SEARCH
+        refitted += bool(set(keys) - winners)
+        searched_too += bool(own)
     assert refitted  # some probe timed a refit that no searched size had measured
+    assert searched_too  # and some probe's search measured what neither had
 
 
 def test_a_size_about_to_be_tuned_is_hinted_the_best_of_its_nearest_tuned_size_only():

@@ -8,8 +8,8 @@ size's winner at every other tuned size, and makes buckets from that table
 or lie far apart in size or in time, it tunes one geometric midpoint (where the best latency
 grows most, :func:`~tilesearch.buckets.next_sizes`) and decides again, until the buckets settle or ``sizes`` are tuned; then it adds a few
 configurations to each size's search, now that the strategy can learn from all of them
-(:func:`_refine`), times the winners at probe sizes (:func:`~tilesearch.buckets.probe_sizes`)
-and decides once more. :func:`certify`
+(:func:`_refine`), times the winners and a short search at probe sizes
+(:func:`~tilesearch.buckets.probe_sizes`) and decides once more. :func:`certify`
 then tunes held-out sizes that were not tuned (marked so that no search learns from them) and sets
 the dispatched configuration of each against that size's own best (its regret) and against the
 op's PyTorch baseline. The result is kept in the storage (:func:`save`, :func:`find`), for
@@ -41,7 +41,7 @@ from tilesearch.ranges import SizeRange, parse, problem_at, range_key
 from tilesearch.records import comparable_ms, fastest_first, has_result, is_correct
 from tilesearch.runner import Runner
 from tilesearch.space import Space
-from tilesearch.strategy import create
+from tilesearch.strategy import Strategy, create
 from tilesearch.strategy.hints import Hinted
 from tilesearch.tuner import TuneResult, TuneSettings, close_stages, make_builder, make_runner, tune
 
@@ -71,7 +71,7 @@ class RangeSettings:
         heldout: sizes to certify after tuning (not among the tuned ones); 0: none.
         probes: sizes measured between each two neighbouring tuned sizes whose winners differ
             by more than :func:`_margin`, once the tuning is done: every tuned size's winners are
-            timed there, nothing is searched (:func:`_probe`); 0: none.
+            timed there, then a few configurations of a short search (:func:`_probe`); 0: none.
         refine: configurations each tuned size's search adds once the sizes are settled, when
             ``xgb`` can learn from all of them (:func:`_refine`); 0: none.
     """
@@ -448,7 +448,7 @@ def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> Tun
     as a run that goes on would not: run again on a fresh H100 host, a range re-timed all 7 of
     its sizes, compiling each one's best anew, some 3 minutes before its first probe."""
     problem = problem_at(operator, size_range, rest, size)
-    search = create(settings.strategy, settings.seed, **({"transfer": settings.transfer} if settings.transfer else {}))
+    search = _strategy(settings)
     if settings.hints:
         search = Hinted(search, settings.hints)
     start = time.perf_counter()
@@ -478,6 +478,12 @@ def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> Tun
     log.info("%s=%d: %s, %d measured now (%.0f s%s)", size_range.name, size, best, result.measured_now,
              time.perf_counter() - start, f": {spent}" if spent else "")
     return result
+
+
+def _strategy(settings: TuneSettings) -> Strategy:
+    """A size's own search: ``settings.strategy`` (``xgb``: it learns from the op's other studies
+    in the storage, the range's tuned and probed sizes among them)."""
+    return create(settings.strategy, settings.seed, **({"transfer": settings.transfer} if settings.transfer else {}))
 
 
 def _nearest_best(tuned: Mapping[int, TuneResult], size: int) -> list[dict[str, Any]]:
@@ -606,6 +612,18 @@ REFITS = 4
 configuration that serves the probed size (:meth:`~tilesearch.op.Operator.refits`)."""
 
 
+PROBE_SEARCH = 4
+"""Configurations a probe's own search (:func:`_strategy`) proposes after the winners and refits.
+On four H200s (2026-11-28, ``75dca45``) the two largest losses were to tiles that neither a
+tuned size, a probe's winners nor its refits had measured, and that the held-out size's 8-trial
+search, learning from the range's studies as this one does, found among its first proposals: at
+235 rows of 4096x4096 a 128x64 tile with role-based warp specialization (12.3% ahead of the
+128x128 split-K 2 tile serving 129..256 rows, found by its seventh proposal, 5% ahead by its
+second); at 64 rows of 6144x4096 a swapped 32x128 tile without split-K, 96 blocks on 132 SMs,
+so no refit (15% ahead of the serving tile compiled for 64 rows, its first proposal). The
+probe's winners and refits come first, so the search proposes knowing how they did here."""
+
+
 REFITTED_ATTR = "range_refits"
 """Record attribute: ``[size, refits]`` for each probed size, the refits it timed. A range run
 again times these, not the refits of the configuration that serves the size then: later rounds'
@@ -627,8 +645,9 @@ def _refits(operator, problem, space, target, buckets, size, record) -> list[dic
 def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[int],
            tolerance: float, buckets: Sequence[Bucket], record: tuple[str | None, str]) -> dict[int, TuneResult]:
     """Times every tuned size's winners at ``sizes`` (:func:`~tilesearch.buckets.probe_sizes`),
-    one study a size whose trials are those configurations. Nothing is searched there, so a
-    probe costs the winners' compiles and timings, not a search. The buckets' edges then follow
+    one study a size whose trials are those configurations, then :data:`PROBE_SEARCH` of its own
+    search's. So a probe costs the winners' compiles and timings and a short search, not a full
+    one. The buckets' edges then follow
     measurements, not the model alone: between 128 and 9,000 rows the winner changes with how
     the tiles fill the 132 SMs, and on the H100 a range with 7 tuned sizes lost 11-38% at
     held-out sizes there (2026-11-26). A short search at each probe (3 configurations from
@@ -637,7 +656,8 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
     measured at no size of the range, so it was taken out again. Since then a probe also times
     the op's refits of the configuration that serves it (:data:`REFITS`): on an H200
     (2026-11-27, ``f917264``) the held-out sizes that still lost 15-31% lost to tiles whose blocks
-    fill one wave of the SMs there and not at the tuned sizes around them."""
+    fill one wave of the SMs there and not at the tuned sizes around them; since ``PROBE_SEARCH``,
+    a few configurations of a search that learns from every size measured so far."""
     winners = list(_winners(tuned, settings, tolerance).values())
     target = next(iter(tuned.values())).target
     out = {}
@@ -649,17 +669,17 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
         valid += [c for c in _refits(operator, problem, space, target, buckets, size, record) if config_key(c) not in seen]
         # the search's figures are what the table compares at every size; a final re-time (two
         # fresh processes, some 6 s on the H100) would add nothing to them
-        probe = replace(settings, trials=len(valid), retime=0)
+        probe = replace(settings, trials=len(valid) + PROBE_SEARCH, retime=0)
         result = stages.served(operator, problem, probe)
         if result is None:
             runner, builder = stages(problem)
-            result = tune(operator, problem, settings=probe, strategy=Hinted(None, valid), runner=runner,
-                          builder=builder)
+            result = tune(operator, problem, settings=probe, strategy=Hinted(_strategy(settings), valid),
+                          runner=runner, builder=builder)
         if result.best:
             out[size] = result
             spent = phases.largest(result.phases) or "served from the storage"
-            log.info("%s=%d: probed the tuned sizes' winners and %d refits, best %.4g ms (%s)", size_range.name,
-                     size, len(valid) - len(seen), result.best[0].latency_ms, spent)
+            log.info("%s=%d: probed the tuned sizes' winners, %d refits and %d searched, best %.4g ms (%s)",
+                     size_range.name, size, len(valid) - len(seen), PROBE_SEARCH, result.best[0].latency_ms, spent)
     return out
 
 

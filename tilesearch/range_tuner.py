@@ -41,7 +41,6 @@ from tilesearch.ranges import SizeRange, parse, problem_at, range_key
 from tilesearch.records import comparable_ms, fastest_first, has_result, is_correct
 from tilesearch.runner import Runner
 from tilesearch.space import Space
-from tilesearch.strategy import Strategy, create
 from tilesearch.strategy.hints import Hinted
 from tilesearch.tuner import TuneResult, TuneSettings, close_stages, make_builder, make_runner, tune
 
@@ -448,7 +447,7 @@ def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> Tun
     as a run that goes on would not: run again on a fresh H100 host, a range re-timed all 7 of
     its sizes, compiling each one's best anew, some 3 minutes before its first probe."""
     problem = problem_at(operator, size_range, rest, size)
-    search = _strategy(settings)
+    search = settings.search()
     if settings.hints:
         search = Hinted(search, settings.hints)
     start = time.perf_counter()
@@ -478,12 +477,6 @@ def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> Tun
     log.info("%s=%d: %s, %d measured now (%.0f s%s)", size_range.name, size, best, result.measured_now,
              time.perf_counter() - start, f": {spent}" if spent else "")
     return result
-
-
-def _strategy(settings: TuneSettings) -> Strategy:
-    """A size's own search: ``settings.strategy`` (``xgb``: it learns from the op's other studies
-    in the storage, the range's tuned and probed sizes among them)."""
-    return create(settings.strategy, settings.seed, **({"transfer": settings.transfer} if settings.transfer else {}))
 
 
 def _nearest_best(tuned: Mapping[int, TuneResult], size: int) -> list[dict[str, Any]]:
@@ -613,7 +606,9 @@ configuration that serves the probed size (:meth:`~tilesearch.op.Operator.refits
 
 
 PROBE_SEARCH = 4
-"""Configurations a probe's own search (:func:`_strategy`) proposes after the winners and refits.
+"""Configurations a probe's own search proposes after the winners and refits: ``xgb`` by default,
+which learns from the op's other studies in the storage, the range's tuned and probed sizes among
+them (:meth:`~tilesearch.tuner.TuneSettings.search`).
 On four H200s (2026-11-28, ``75dca45``) the two largest losses were to tiles that neither a
 tuned size, a probe's winners nor its refits had measured, and that the held-out size's 8-trial
 search, learning from the range's studies as this one does, found among its first proposals: at
@@ -673,7 +668,7 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
         result = stages.served(operator, problem, probe)
         if result is None:
             runner, builder = stages(problem)
-            result = tune(operator, problem, settings=probe, strategy=Hinted(_strategy(settings), valid),
+            result = tune(operator, problem, settings=probe, strategy=Hinted(settings.search(), valid),
                           runner=runner, builder=builder)
         if result.best:
             out[size] = result

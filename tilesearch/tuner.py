@@ -143,6 +143,11 @@ class TuneSettings:
     def keys(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
 
+    def search(self) -> Strategy:
+        """The strategy these settings name (``strategy``, seeded, with ``transfer`` for ``xgb``);
+        the op's hints (``hints``) are :func:`tune`'s to add."""
+        return create(self.strategy, self.seed, **({"transfer": self.transfer} if self.transfer else {}))
+
 
 class SettingsError(TilesearchError, ValueError):
     """A :class:`TuneSettings` value that cannot work (``run_timeout=0``, ``study=""``...)."""
@@ -260,9 +265,7 @@ def tune(
             target = runner.start()
         if settings.arch and settings.arch != target.arch:
             target = replace(target, arch=settings.arch)
-        search = strategy or create(
-            settings.strategy, settings.seed, **({"transfer": settings.transfer} if settings.transfer else {})
-        )
+        search = strategy or settings.search()
         if settings.hints:
             search = Hinted(search, settings.hints)
         space = runner.prepare(problem, space or operator.space(problem, target))

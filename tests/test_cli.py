@@ -24,6 +24,7 @@ def cli(*args, env=None):
         (["tune", "op=gemm", "m=64", "n=64", "k=64", "strategy=annealing"], "unknown strategy 'annealing'"),
         (["tune", "op=gemm", "m=64", "n=64", "k=64", "trials=many"], "trials='many' must be a int"),
         (["tune", "op=gemm", "m=64", "n=64", "k=64", "trials=0"], "trials must be at least 1"),
+        (["tune", "op=gemm", "m=64", "n=64", "k=64", "runtime=k"], "runtime=k: gemm compiles m as a run-time value"),
         (["tune", "m=64"], "op=NAME is required"),
         (["tune", "op=gemm", "m"], "expected key=value"),
         (["frobnicate"], "unknown command 'frobnicate'"),

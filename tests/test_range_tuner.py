@@ -336,6 +336,32 @@ def test_a_named_runner_is_started_once_for_every_size_and_closed_at_the_end(tmp
     assert len(Counted.made) == 2  # one for tune_range, one for certify
     assert [r.closed for r in Counted.made] == [1, 1]
     assert len({c.problem["m"] for c in Counted.made[0].calls}) == len(result.studies)
+    # the range measures the kernels it dispatches, M a run-time value, at every size; a held-out
+    # size's search compiles for that size, and its dispatched kernel is the run-time one
+    ranged, held = Counted.made
+    assert {c.runtime for c in ranged.calls} == {("m",)}
+    assert sorted(c.runtime for c in held.calls if c.runtime) == [("m",), ("m",)]  # one a held-out size
+    assert any(not c.runtime for c in held.calls)
+
+
+def test_a_ranges_studies_are_apart_from_its_sizes_own(tmp_path):
+    # a range's figures are the run-time-M kernel's: a study of its own, which neither an export
+    # of one size nor that size's own tuning takes for the kernel compiled for it
+    from tilesearch.database import find_studies
+    from tilesearch.op import Problem
+    from tilesearch.tuner import tune
+
+    settings = TuneSettings(strategy="random", trials=3, progress=False, storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    result = tune_range("gemm", {"m": "1..4096", "n": N, "k": K, "layout": "nt"}, settings=settings,
+                        ranges=RangeSettings(sizes=3, probes=0), runner=runner)
+    size, name = next(iter(result.studies.items()))
+    assert name.endswith("/runtime=m")
+    problem = Problem("gemm", {"m": size, "n": N, "k": K, "dtype": "float16", "layout": "nt"})
+    assert find_studies(settings.storage, "gemm", problem) == []
+    assert find_studies(settings.storage, "gemm", problem, runtime=("m",)) == [name]
+    own = tune("gemm", problem, settings=settings, runner=runner(problem))
+    assert own.study != name and find_studies(settings.storage, "gemm", problem) == [own.study]
+    assert own.measured_now == 3  # nothing served from the range's study
 
 
 def test_a_finished_range_is_served_without_starting_a_worker(tmp_path, monkeypatch):

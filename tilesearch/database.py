@@ -25,7 +25,7 @@ import json
 import os
 import socket
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,9 +163,17 @@ def check_study_name(name: str) -> str | None:
     return None
 
 
-def study_name(problem: Problem, target: Target, tag: str) -> str:
-    """``gemm[m=8192,n=8192,k=8192,dtype=float16,layout=nn]@NVIDIA H100 80GB HBM3/sm_90a/tilelang-0.1.15``."""
-    return f"{problem.op}[{problem.key}]@{target.gpu}/{target.arch}/{tag}"
+def study_name(problem: Problem, target: Target, tag: str, runtime: Sequence[str] = ()) -> str:
+    """``gemm[m=8192,n=8192,k=8192,dtype=float16,layout=nn]@NVIDIA H100 80GB HBM3/sm_90a/tilelang-0.1.15``;
+    a study of kernels compiled with ``runtime`` parameters as run-time values (a range's sizes)
+    ends ``/runtime=m``: its figures are another kernel's than the one compiled for the problem."""
+    suffix = f"/{RUNTIME_ATTR}={','.join(runtime)}" if runtime else ""
+    return f"{problem.op}[{problem.key}]@{target.gpu}/{target.arch}/{tag}{suffix}"
+
+
+RUNTIME_ATTR = "runtime"
+"""Study attribute: the problem parameters its kernels take at run time (``["m"]``), absent for
+kernels compiled for the problem. :func:`find_studies` keeps the two apart."""
 
 
 @dataclass(frozen=True)
@@ -517,11 +525,12 @@ def _pid_alive(pid: Any) -> bool:
 
 def find_studies(
     storage: str | optuna.storages.BaseStorage | None, op: str, problem: Problem | None = None, *,
-    retimed: bool = False,
+    retimed: bool = False, runtime: Sequence[str] = (),
 ) -> list[str]:
-    """Names of the studies in ``storage`` for ``op`` (and ``problem``, if given), any GPU; with
-    ``retimed``, only those with a final re-time, whether or not it still covers them (see
-    :meth:`TuningDatabase.final`); a storage given by URL is opened read-only."""
+    """Names of the studies in ``storage`` for ``op`` (and ``problem``, if given), any GPU, of
+    kernels with the ``runtime`` parameters (:data:`RUNTIME_ATTR`; none: compiled for the
+    problem); with ``retimed``, only those with a final re-time, whether or not it still covers
+    them (see :meth:`TuningDatabase.final`); a storage given by URL is opened read-only."""
     if not isinstance(storage, optuna.storages.BaseStorage):
         storage = open_storage(storage, read_only=True)
     names = []
@@ -532,6 +541,8 @@ def find_studies(
         if problem is not None and attrs.get("problem") != problem.key:
             continue
         if retimed and FINAL_ATTR not in attrs:
+            continue
+        if list(attrs.get(RUNTIME_ATTR, [])) != list(runtime):
             continue
         names.append(summary.study_name)
     return names

@@ -34,7 +34,7 @@ from tilesearch import buckets as bucketing
 from tilesearch import phases, registry, served
 from tilesearch.buckets import Bucket, Table, config_key
 from tilesearch.builder import Builder
-from tilesearch.database import TuningDatabase, find_studies, hold_out, open_storage
+from tilesearch.database import StorageError, TuningDatabase, find_studies, hold_out, open_storage
 from tilesearch.deploy.artifact import capability
 from tilesearch.op import Operator, Problem
 from tilesearch.ranges import SizeRange, parse, problem_at, range_key
@@ -188,6 +188,11 @@ def tune_range(
     Raises :class:`~tilesearch.ranges.RangeError` for a bad range.
     """
     operator, size_range, rest, settings, ranges = _split(op, params, settings, ranges, overrides)
+    # every size measures the kernel the artifact dispatches, the range's parameter a run-time
+    # value: one kernel a configuration, compiled once and found in TileLang's cache at every
+    # other size, where one compiled per size cost each probe its tuned sizes' winners' compiles
+    # again (17-21 s of a 30-40 s probe on an H200, 2026-11-28, ``acf39a6``)
+    settings = replace(settings, runtime=size_range.name)
     _hold_out_certified(operator, size_range, rest, settings.storage)
     tuned: dict[int, TuneResult] = {}
     sizes = sorted({size_range.lo, _geometric_middle(size_range), size_range.hi})
@@ -276,7 +281,8 @@ def certify(
     """
     operator = registry.load(result.op)
     settings = settings or TuneSettings(strategy="xgb", trials=result.trials or TuneSettings.trials, progress=False)
-    settings = replace(settings, storage=result.storage, study=None)
+    # a held-out size's best is a kernel compiled for exactly that size
+    settings = replace(settings, storage=result.storage, study=None, runtime="")
     rest = {k: v for k, v in result.params.items() if k != result.name}
     size_range = result.size_range
     sizes = heldout if not isinstance(heldout, int) else bucketing.held_out(
@@ -287,7 +293,8 @@ def certify(
             index = bucketing.bucket_of(result.buckets, size)
             dispatched = result.buckets[index].config
             tuned = _tune_size(operator, size_range, rest, size, settings, stages, [dispatched])
-            hold_out(settings.storage, operator.name, [problem_at(operator, size_range, rest, size).key], result.key)
+            held = problem_at(operator, size_range, rest, size).key
+            hold_out(settings.storage, operator.name, [held], result.key)
             if not tuned.best:
                 regrets.append(Regret(size, index, None, None, note="no correct configuration"))
                 continue
@@ -295,6 +302,7 @@ def certify(
                 regrets.append(replace(measure(size, dispatched, tuned.best[0].config), size=size, bucket=index))
                 continue
             record = _dispatched_record(operator, size_range, rest, size, settings, stages, tuned, dispatched)
+            hold_out(settings.storage, operator.name, [held], result.key)  # the dispatched kernel's study too
             ok = record is not None and is_correct(record)
             note = "" if ok else (f"dispatched configuration {record.status}: {record.error}" if record
                                   else "not measured")
@@ -462,7 +470,7 @@ def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> Tun
         return result
 
     def retimed() -> list[str]:
-        return find_studies(settings.storage, operator.name, problem, retimed=True)
+        return find_studies(settings.storage, operator.name, problem, retimed=True, runtime=settings.runtime_params())
 
     if settings.retime and retimed():
         result = searched(replace(settings, retime=0))
@@ -550,26 +558,34 @@ def _refine(operator, size_range, rest, tuned, settings, stages, trials: int) ->
 
 
 def _dispatched_record(operator, size_range, rest, size, settings, stages, tuned, dispatched) -> Any:
-    """The dispatched configuration's record at a held-out size. The op's space may prune it
-    there (split-K "not worth it" once the tiles fill the SMs), yet the run-time-M kernel runs
-    it at every size of its bucket; it is then measured in a side study whose space keeps the
-    knobs and drops the constraints (it passed the shape-independent ones at its own size)."""
+    """The dispatched kernel's record at a held-out size: its configuration with the range's
+    parameter a run-time value, as the artifact launches it, measured in a side study of the
+    held-out one (one trial; the kernel is in TileLang's cache from the range). The side
+    study's space keeps the knobs and drops the constraints: the op's space may prune the
+    configuration at this size (split-K "not worth it" once the tiles fill the SMs), yet the
+    run-time kernel runs it at every size of its bucket (it passed the shape-independent ones at
+    its own size)."""
     key = config_key(dispatched)
+    side = f"{tuned.study}/dispatched"
 
-    def lookup(name: str) -> Any:
-        found = [r for r in TuningDatabase(settings.storage, name).finished().values() if config_key(r.config) == key]
+    def lookup() -> Any:
+        try:
+            db = TuningDatabase(settings.storage, side, read_only=True)
+        except StorageError:  # not measured yet
+            return None
+        found = [r for r in db.finished().values() if config_key(r.config) == key]
         return found[0] if found else None
 
-    record = lookup(tuned.study)
+    record = lookup()
     if record is not None and has_result(record):
         return record
-    side = f"{tuned.study}/dispatched"
     problem = problem_at(operator, size_range, rest, size)
     knobs = operator.space(problem, tuned.target).knobs
     runner, builder = stages(problem)
-    tune(operator, problem, settings=replace(settings, study=side, trials=1, hints="", retime=0),
+    tune(operator, problem, settings=replace(settings, study=side, trials=1, hints="", retime=0,
+                                             runtime=size_range.name),
          strategy=Hinted(None, [dispatched]), runner=runner, builder=builder, space=Space(knobs))
-    return lookup(side)
+    return lookup()
 
 
 CONTENDERS = 3

@@ -39,7 +39,7 @@ def result(operator: Operator, problem: Problem, settings: TuneSettings, found: 
     identity = provenance.identity(operator, found.versions)
     arch = settings.arch or found.arch
     name = settings.study or study_name(problem, Target.from_arch(arch, gpu=found.gpu),
-                                        f"{versions.tag()}/{provenance.tag(identity)}")
+                                        f"{versions.tag()}/{provenance.tag(identity)}", settings.runtime_params())
     try:
         db = TuningDatabase(settings.storage, name, read_only=True)
     except (StorageError, OSError):

@@ -33,7 +33,14 @@ import optuna
 from tilesearch import provenance, registry, served, shutdown, versions
 from tilesearch.builder import Builder, LocalBuilder, NullBuilder, compile_ahead
 from tilesearch.claim import Claims, Verdict
-from tilesearch.database import TrialRecord, TuningDatabase, check_study_name, find_studies, study_name
+from tilesearch.database import (
+    RUNTIME_ATTR,
+    TrialRecord,
+    TuningDatabase,
+    check_study_name,
+    find_studies,
+    study_name,
+)
 from tilesearch.errors import TilesearchError
 from tilesearch.heartbeat import Heartbeat
 from tilesearch.op import Operator, Problem
@@ -109,6 +116,12 @@ class TuneSettings:
             trial to +-1%. The final re-time never races.
         verbose: print where the wall time went (:mod:`tilesearch.phases`); the figures are in
             :attr:`TuneResult.phases` either way.
+        runtime: problem parameters (comma-separated, of the op's
+            :attr:`~tilesearch.op.Operator.runtime_params`) compiled as run-time values, so each
+            kernel serves every value and is measured at the problem's: what a range's dispatch
+            artifact launches. Its study is another than the problem's own
+            (:func:`~tilesearch.database.study_name`). A range tunes its sizes so: a configuration
+            compiles once for all of them, and its figures are the dispatched kernel's.
     """
 
     strategy: str = "tpe"
@@ -133,6 +146,7 @@ class TuneSettings:
     polish: int = 6
     race: bool = True
     verbose: bool = False
+    runtime: str = ""
 
     def __post_init__(self) -> None:
         reason = _why_bad(self)
@@ -147,6 +161,10 @@ class TuneSettings:
         """The strategy these settings name (``strategy``, seeded, with ``transfer`` for ``xgb``);
         the op's hints (``hints``) are :func:`tune`'s to add."""
         return create(self.strategy, self.seed, **({"transfer": self.transfer} if self.transfer else {}))
+
+    def runtime_params(self) -> tuple[str, ...]:
+        """``runtime`` as the names it holds, sorted (so ``m,n`` and ``n,m`` are one study)."""
+        return tuple(sorted({name.strip() for name in self.runtime.split(",") if name.strip()}))
 
 
 class SettingsError(TilesearchError, ValueError):
@@ -245,6 +263,11 @@ def tune(
         problem = operator.problem(**raw)
     elif not isinstance(problem, Problem):
         problem = operator.problem(**{**problem, **raw})
+    runtime = settings.runtime_params()
+    unknown = [name for name in runtime if name not in operator.runtime_params]
+    if unknown:
+        can = ", ".join(operator.runtime_params) or "no parameter"
+        raise SettingsError(f"runtime={settings.runtime}: {operator.name} compiles {can} as a run-time value")
 
     if runner is None and builder is None and space is None and settings.runner == "local":
         done = served.result(operator, problem, settings, served.probe())  # a finished study: no GPU worker needed
@@ -271,7 +294,7 @@ def tune(
         space = runner.prepare(problem, space or operator.space(problem, target))
         with phases("study open"):
             db = open_study(operator, problem, target, runner, storage=settings.storage, study=settings.study,
-                            sampler=search.sampler(), heartbeat=settings.heartbeat)
+                            sampler=search.sampler(), heartbeat=settings.heartbeat, runtime=runtime)
             notes = earlier_studies(db, problem, target)
             db.fail_stale()
         loop = _Loop(operator, op_ref, problem, space, target, db, search, builder, runner, settings, phases)
@@ -281,15 +304,14 @@ def tune(
         final = db.final()
         if settings.retime and final is None:  # none yet, or trials were measured after it
             top = contenders(db.best(settings.retime), settings.retime_margin)
-            cold = [Candidate(problem.op, problem.to_dict(), dict(r.config), target, op_ref)
-                    for r in top if config_key(r.config) not in loop.built]
+            cold = [loop.candidate(dict(r.config)) for r in top if config_key(r.config) not in loop.built]
             if cold:  # earlier runs' trials, perhaps compiled on another host
                 with phases("compile re-timed"):
                     compile_ahead(builder, cold)
             if top:
                 with phases("final re-time"):
                     final = final_retime(runner, [(r.number, r.config) for r in top], op=problem.op,
-                                         problem=problem.to_dict(), target=target, op_ref=op_ref)
+                                         problem=problem.to_dict(), target=target, op_ref=op_ref, runtime=runtime)
                 db.set_final(final)
         for name, seconds in runner.phases().items():
             phases.add(name, seconds)
@@ -350,15 +372,16 @@ def close_stages(stages: list[Runner | Builder]) -> None:
 
 def open_study(operator: Operator, problem: Problem, target: Target, runner: Runner, *, storage: str | None,
                study: str | None = None, sampler: optuna.samplers.BaseSampler | None = None,
-               heartbeat: int | None = None) -> TuningDatabase:
+               heartbeat: int | None = None, runtime: tuple[str, ...] = ()) -> TuningDatabase:
     """The study of ``problem`` measured by ``runner`` (started) on ``target`` under the current
-    conditions: by default named from op, problem, GPU, arch, TileLang version and the identity's
-    digest (:mod:`tilesearch.provenance`); a named study of another identity raises
+    conditions, of kernels with the ``runtime`` parameters (:attr:`TuneSettings.runtime`): by
+    default named from op, problem, GPU, arch, TileLang version, the identity's digest
+    (:mod:`tilesearch.provenance`) and those parameters; a named study of another identity raises
     :class:`~tilesearch.provenance.StaleStudyError`."""
     found_versions = {**versions.collect(), **runner.versions}
     identity = provenance.identity(operator, found_versions, runner.measured_by)
     name = study or ("replay:" if runner.replayed else "") + study_name(
-        problem, target, f"{versions.tag()}/{provenance.tag(identity)}")
+        problem, target, f"{versions.tag()}/{provenance.tag(identity)}", runtime)
     return TuningDatabase(
         storage,
         name,
@@ -371,6 +394,7 @@ def open_study(operator: Operator, problem: Problem, target: Target, runner: Run
             "versions": found_versions,
             "replayed": runner.replayed,
             provenance.IDENTITY_ATTR: identity,
+            **({RUNTIME_ATTR: list(runtime)} if runtime else {}),
         },
         heartbeat=heartbeat,
     )
@@ -380,7 +404,7 @@ def earlier_studies(db: TuningDatabase, problem: Problem, target: Target) -> lis
     """A note for each other study of the problem on this GPU whose identity differs: their
     trials are not reused, and the user is told why and how to compare."""
     notes = []
-    for name in find_studies(db.storage, problem.op, problem):
+    for name in find_studies(db.storage, problem.op, problem, runtime=db.study.user_attrs.get(RUNTIME_ATTR, ())):
         if name == db.name:
             continue
         attrs = optuna.load_study(study_name=name, storage=db.storage).user_attrs
@@ -403,7 +427,8 @@ class _Loop:
         self.run_after_first = 0.0
         self.op_ref, self.problem, self.space, self.target = op_ref, problem, space, target
         self.db, self.search, self.builder, self.runner = db, search, builder, runner
-        self.context = SearchContext(operator, problem, space, target, db, settings.seed)
+        self.runtime = settings.runtime_params()
+        self.context = SearchContext(operator, problem, space, target, db, settings.seed, self.runtime)
         self.fallback = RandomStrategy(settings.seed)
         self.trials = settings.trials
         self.budget = max(0, settings.trials - db.evaluated())
@@ -559,7 +584,7 @@ class _Loop:
             return
         trial = trial or self.db.ask(self.space.distributions(), self.space.to_params(proposal.config))
         config = self.space.from_params(trial.params)
-        candidate = Candidate(self.problem.op, self.problem.to_dict(), config, self.target, self.op_ref)
+        candidate = self.candidate(config)
         reason = self.space.why_invalid(config)
         if reason:
             self.db.record_invalid(trial, candidate, reason)
@@ -640,8 +665,12 @@ class _Loop:
 
     def _taken(self, config: Any, number: int | None = None) -> int | None:
         """The trial that measured ``config`` or measures it now (not trial ``number``), if any."""
-        return self.db.taken(Candidate(self.problem.op, self.problem.to_dict(), config, self.target, self.op_ref).key,
-                             number)
+        return self.db.taken(self.candidate(config).key, number)
+
+    def candidate(self, config: Any) -> Candidate:
+        """``config`` of this study's problem, ready to build and run (the key its strategy knows
+        it by, :meth:`SearchContext.candidate`, with where workers load the op from)."""
+        return replace(self.context.candidate(config), op_ref=self.op_ref)
 
     def _check_stale(self) -> None:
         """Every ``heartbeat`` seconds, frees the trials of tuning processes that died."""

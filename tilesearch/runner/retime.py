@@ -42,10 +42,10 @@ def contenders(records: Sequence[Any], margin: float = CONTENDER_MARGIN) -> list
 
 
 def final_retime(runner: Runner, trials: Sequence[tuple[int, dict[str, Any]]], *, op: str, problem: dict[str, Any],
-                 target: Target, op_ref: str = "") -> Final:
-    """Re-times ``trials`` (``(trial number, config)`` pairs of one problem, compiled before)
-    with ``runner`` and returns the choice among them."""
-    candidates = [Candidate(op, dict(problem), dict(config), target, op_ref) for _, config in trials]
+                 target: Target, op_ref: str = "", runtime: tuple[str, ...] = ()) -> Final:
+    """Re-times ``trials`` (``(trial number, config)`` pairs of one problem, compiled before,
+    with the ``runtime`` parameters) with ``runner`` and returns the choice among them."""
+    candidates = [Candidate(op, dict(problem), dict(config), target, op_ref, runtime) for _, config in trials]
     results = runner.retime(candidates)
     entries = [Retimed(number, dict(config), result) for (number, config), result in zip(trials, results)]
     together = bool(results) and all("retimed_together" in r.extra for r in results if r.status == Status.OK)

@@ -19,6 +19,7 @@ import optuna
 
 from tilesearch.database import TrialRecord, TuningDatabase
 from tilesearch.op import Operator, Problem
+from tilesearch.records import Candidate
 from tilesearch.space import Config, Space
 from tilesearch.target import Target
 
@@ -33,7 +34,8 @@ class Proposal:
 
 @dataclass
 class SearchContext:
-    """What a strategy may look at: the space, the problem, and the database."""
+    """What a strategy may look at: the space, the problem, and the database. ``runtime``: the
+    problem parameters the study's kernels take at run time (``TuneSettings.runtime``)."""
 
     op: Operator
     problem: Problem
@@ -41,6 +43,12 @@ class SearchContext:
     target: Target
     db: TuningDatabase
     seed: int = 0
+    runtime: tuple[str, ...] = ()
+
+    def candidate(self, config: dict) -> Candidate:
+        """``config`` of this study's problem, ready to build and run; its ``key`` is the one
+        the study records, so what a strategy checks against :meth:`taken` is."""
+        return Candidate(self.problem.op, self.problem.to_dict(), config, self.target, runtime=self.runtime)
 
     def finished(self) -> dict[str, TrialRecord]:
         return self.db.finished()

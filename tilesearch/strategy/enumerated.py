@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import random
 
-from tilesearch.records import Candidate
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
 
 
 def candidate_key(context: SearchContext, config: dict) -> str:
-    return Candidate(context.problem.op, context.problem.to_dict(), config, context.target).key
+    return context.candidate(config).key
 
 
 class GridStrategy(Strategy):

@@ -206,7 +206,8 @@ class SleepyCpuOp(FaultyCpuOp):
     def space(self, problem: Problem, target: Target) -> Space:
         return Space([Categorical("sleep_ms", (10, 200)), Categorical("copy", ("a", "b"))])
 
-    def build(self, problem: Problem, config: Config, target: Target) -> Any:
+    def build(self, problem: Problem, config: Config, target: Target, runtime: tuple[str, ...] = ()) -> Any:
+        """The kernel serves any ``n`` already: ``runtime`` (a range's sizes) changes nothing."""
         seconds = config["sleep_ms"] / 1e3
 
         def kernel(x: Any, y: Any) -> None:

@@ -483,3 +483,44 @@ def test_a_range_run_again_re_times_no_size_that_an_earlier_run_re_timed(tmp_pat
     more = TuneSettings(strategy="random", trials=16, progress=False, storage=settings.storage)  # past the refining and the winners
     tune_range("gemm", params, settings=more, ranges=RangeSettings(sizes=4, probes=0), runner=runner)
     assert retimed  # a size whose search went on is re-timed again
+
+
+def test_the_ops_hints_come_after_the_ranges_own_and_take_no_probes_trials(tmp_path, monkeypatch):
+    # with hints=carver a size's first trial is the range's hint (the nearest tuned size's best),
+    # then the op's; a probe times the winners and searches without the op's hints
+    from itertools import islice
+
+    from tilesearch import registry
+    from tilesearch.database import TuningDatabase
+    from tilesearch.op import Problem
+
+    gemm = registry.load("gemm")
+    spaces = [gemm.space(Problem("gemm", {"m": m, "n": N, "k": K, "dtype": "float16", "layout": "nt"}), SM90)
+              for m in (1, 64, 4096)]  # the sizes it tunes first
+    valid = [c for c in islice(spaces[2].enumerate(), 3000)
+             if all(s.why_invalid(c) is None for s in spaces) and all(latency(m, c) for m in (1, 64, 4096))]
+    worst = max(valid, key=lambda c: latency(64, c))  # never a winner: its hint shows where it went
+    monkeypatch.setattr(type(gemm), "hints", lambda self, problem, space, target, *, kind, n: [dict(worst)])
+    calls, real_tune = [], range_tuner.tune
+
+    def recording(op, problem, settings=None, **kw):
+        calls.append((problem.to_dict()["m"], settings.hints))
+        return real_tune(op, problem, settings=settings, **kw)
+
+    monkeypatch.setattr(range_tuner, "tune", recording)
+    settings = TuneSettings(strategy="random", trials=3, progress=False, hints="carver",
+                            storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    result = tune_range("gemm", {"m": "1..4096", "n": N, "k": K, "layout": "nt"}, settings=settings,
+                        ranges=RangeSettings(sizes=3, refine=0), runner=runner)
+    assert calls and {hints for _, hints in calls} == {""}  # tune adds no hints ahead of the range's
+    first, *later = sorted(result.studies)
+    for size in later:
+        if size in result.probes:
+            continue
+        trials = [r for r in TuningDatabase(settings.storage, result.studies[size]).records() if r.duplicate_of is None]
+        assert config_key(trials[0].config) != config_key(worst)  # the range's hint came first
+        assert config_key(worst) in {config_key(r.config) for r in trials[:3]}  # then the op's
+    assert result.probes
+    for size in result.probes:
+        configs = {config_key(r.config) for r in TuningDatabase(settings.storage, result.studies[size]).records()}
+        assert config_key(worst) not in configs

@@ -467,8 +467,10 @@ def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> Tun
         result = stages.served(operator, problem, settings)
         if result is None:
             runner, builder = stages(problem)
-            result = tune(operator, problem, settings=settings, strategy=Hinted(search, hints), runner=runner,
-                          builder=builder)
+            # the op's hints (``hints=carver``) are in ``search`` already, after the range's own:
+            # tune would put them ahead of everything it is given
+            result = tune(operator, problem, settings=replace(settings, hints=""), strategy=Hinted(search, hints),
+                          runner=runner, builder=builder)
         return result
 
     def retimed() -> list[str]:
@@ -686,7 +688,8 @@ def _probe(operator, size_range, rest, tuned, settings, stages, sizes: Sequence[
         result = stages.served(operator, problem, probe)
         if result is None:
             runner, builder = stages(problem)
-            result = tune(operator, problem, settings=probe, strategy=Hinted(settings.search(), valid),
+            # the op's hints would take the probe's few searched trials: not at a probe
+            result = tune(operator, problem, settings=replace(probe, hints=""), strategy=Hinted(settings.search(), valid),
                           runner=runner, builder=builder)
         if result.best:
             out[size] = result
@@ -718,7 +721,7 @@ def _cross_measure(operator, size_range, rest, tuned, settings, stages, toleranc
         missing = [c for k, c in winners.items() if k not in measured and space.why_invalid(c) is None]
         if missing:
             runner, builder = stages(problem)
-            tune(operator, problem, settings=replace(settings, trials=db.planned() + len(missing), retime=0),
+            tune(operator, problem, settings=replace(settings, trials=db.planned() + len(missing), retime=0, hints=""),
                  strategy=Hinted(None, missing), runner=runner, builder=builder)
         row = {}
         records = TuningDatabase(settings.storage, result.study).best(10**6)

@@ -427,8 +427,7 @@ class _Loop:
         self.run_after_first = 0.0
         self.op_ref, self.problem, self.space, self.target = op_ref, problem, space, target
         self.db, self.search, self.builder, self.runner = db, search, builder, runner
-        self.runtime = settings.runtime_params()
-        self.context = SearchContext(operator, problem, space, target, db, settings.seed, self.runtime)
+        self.context = SearchContext(operator, problem, space, target, db, settings.seed, settings.runtime_params())
         self.fallback = RandomStrategy(settings.seed)
         self.trials = settings.trials
         self.budget = max(0, settings.trials - db.evaluated())

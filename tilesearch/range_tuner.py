@@ -193,7 +193,7 @@ def tune_range(
     # other size. Compiled per size, on an H200 (2026-11-28, ``acf39a6``) a 4096x4096 range's
     # probes took 13-39 s each, 6-21 s of it waiting for compiles, and each cross-measurement
     # after a round of probes 1-2 minutes; the range had not reached its held-out sizes after
-    # 1,690 s (experiments/results/deploy/ranges_2026-11-28_h200_unfinished)
+    # 1,313 s of three device calls (experiments/results/deploy/ranges_2026-11-28_h200_unfinished)
     settings = replace(settings, runtime=size_range.name)
     _hold_out_certified(operator, size_range, rest, settings.storage)
     tuned: dict[int, TuneResult] = {}

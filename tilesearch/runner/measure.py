@@ -526,7 +526,7 @@ def measure(candidate: Candidate, settings: MeasureSettings, incumbent: Incumben
     start = time.perf_counter()
     op = candidate.load_op()
     problem = Problem(op.name, candidate.problem)
-    kernel = op.build(problem, candidate.config, candidate.target)
+    kernel = candidate.build(op)  # with its run-time parameters: the kernel the builder compiled
     phases = {"load": time.perf_counter() - start}  # from TileLang's cache (or compiled here)
 
     device = torch.device("cuda")
@@ -601,7 +601,7 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
     results: list[RunResult | None] = []
     fns = []
     for candidate in candidates:
-        kernel = op.build(problem, candidate.config, candidate.target)
+        kernel = candidate.build(op)
         outputs = op.make_outputs(problem, device)
         rel, mx, why = check(kernel, inputs, outputs, references, op.tolerance(problem, candidate.config))
         if why is not None:

@@ -137,7 +137,7 @@ def _checked_and_timed(candidates: list[Candidate], settings: MeasureSettings, *
     for candidate in candidates:
         op = candidate.load_op()
         problem = Problem(op.name, candidate.problem)
-        kernel = op.build(problem, candidate.config, candidate.target)
+        kernel = candidate.build(op)
         generator = torch.Generator().manual_seed(int(digest(candidate.key, settings.seed), 16) % 2**62)
         inputs = op.make_inputs(problem, "cpu", generator)
         outputs = op.make_outputs(problem, "cpu")

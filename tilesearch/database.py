@@ -32,10 +32,10 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tilesearch import heartbeat, shutdown
+from tilesearch import heartbeat, shutdown, versions
 from tilesearch.errors import TilesearchError, root_cause
 from tilesearch.op import Problem
-from tilesearch.provenance import IDENTITY_ATTR, StaleStudyError, differences
+from tilesearch.provenance import IDENTITY_ATTR, StaleStudyError, differences, tag
 from tilesearch.records import (
     FIGURES,
     BuildResult,
@@ -163,12 +163,13 @@ def check_study_name(name: str) -> str | None:
     return None
 
 
-def study_name(problem: Problem, target: Target, tag: str, runtime: Sequence[str] = ()) -> str:
-    """``gemm[m=8192,n=8192,k=8192,dtype=float16,layout=nn]@NVIDIA H100 80GB HBM3/sm_90a/tilelang-0.1.15``;
-    a study of kernels compiled with ``runtime`` parameters as run-time values (a range's sizes)
+def study_name(problem: Problem, target: Target, identity: Mapping[str, Any], runtime: Sequence[str] = ()) -> str:
+    """``gemm[m=8192,n=8192,k=8192,dtype=float16,layout=nn]@NVIDIA H100 80GB HBM3/sm_90a/tilelang-0.1.15/id-…``:
+    the default name of a study measured under ``identity`` (:mod:`tilesearch.provenance`); a
+    study of kernels compiled with ``runtime`` parameters as run-time values (a range's sizes)
     ends ``/runtime=m``: its figures are another kernel's than the one compiled for the problem."""
     suffix = f"/{RUNTIME_ATTR}={','.join(runtime)}" if runtime else ""
-    return f"{problem.op}[{problem.key}]@{target.gpu}/{target.arch}/{tag}{suffix}"
+    return f"{problem.op}[{problem.key}]@{target.gpu}/{target.arch}/{versions.tag()}/{tag(identity)}{suffix}"
 
 
 RUNTIME_ATTR = "runtime"

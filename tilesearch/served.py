@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from tilesearch import provenance, versions
+from tilesearch import provenance
 from tilesearch.database import StorageError, TuningDatabase, study_name
 from tilesearch.runner.driver import Probe, probe  # noqa: F401 - probe: tune calls served.probe()
 from tilesearch.target import Target
@@ -38,8 +38,8 @@ def result(operator: Operator, problem: Problem, settings: TuneSettings, found: 
     start = time.perf_counter()
     identity = provenance.identity(operator, found.versions)
     arch = settings.arch or found.arch
-    name = settings.study or study_name(problem, Target.from_arch(arch, gpu=found.gpu),
-                                        f"{versions.tag()}/{provenance.tag(identity)}", settings.runtime_params())
+    name = settings.study or study_name(problem, Target.from_arch(arch, gpu=found.gpu), identity,
+                                        settings.runtime_params())
     try:
         db = TuningDatabase(settings.storage, name, read_only=True)
     except (StorageError, OSError):

@@ -380,8 +380,7 @@ def open_study(operator: Operator, problem: Problem, target: Target, runner: Run
     :class:`~tilesearch.provenance.StaleStudyError`."""
     found_versions = {**versions.collect(), **runner.versions}
     identity = provenance.identity(operator, found_versions, runner.measured_by)
-    name = study or ("replay:" if runner.replayed else "") + study_name(
-        problem, target, f"{versions.tag()}/{provenance.tag(identity)}", runtime)
+    name = study or ("replay:" if runner.replayed else "") + study_name(problem, target, identity, runtime)
     return TuningDatabase(
         storage,
         name,

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# One device call of the range check (issue 14): each pair of PAIRS (comma-separated, e.g.
-# 4096x4096,14336x4096) on a GPU of its own, side by side, in a storage of its own resumed from
+# One device call of the range check (issue 14): the pairs of PAIRS (comma-separated, e.g.
+# 4096x4096,14336x4096), each on a GPU of its own, in a storage of its own resumed from
 # FROM/PAIR.db.xz (FROM: default .deploy; a fresh storage where that is missing); the storages and
-# logs come back under $OUT. More pairs than GPUs: the rest wait for a GPU. A committed FROM
+# logs come back under $OUT. More pairs than GPUs: a GPU takes the next waiting pair as soon as its
+# pair ends, so a pair that only finishes its certification leaves its GPU to a pair that starts.
+# Every pair stops LIMIT_S seconds after the call started (its own limit is what is left then); a
+# pair that would start with less than a minute left does not start. A committed FROM
 # (experiments/results/...) travels with the tree, so nothing but .bundle need be carried.
 # EXTRA: more key=value options of experiments/deploy_check.py (e.g. refine=6), for every pair; a
 # pair's own follow it after "+" (14336x4096+sizes=9), and name its storage and log apart.
@@ -11,13 +14,13 @@
 # measured. To go on in a later call, copy the returned PAIR.db.xz files into FROM (.deploy); a
 # fresh machine starts each pair whose FROM/PAIR.db.xz is missing from an empty storage, and says so.
 # Usage: bash scripts/range_call.sh LIMIT_S PAIRS NAME [FROM [EXTRA...]]
-limit=$1; pairs=$2; name=$3; from=${4:-.deploy}; shift $(($# < 4 ? $# : 4)); extra=("$@")
+pairs=$2; name=$3; deadline=$((SECONDS + $1)); from=${4:-.deploy}; shift $(($# < 4 ? $# : 4)); extra=("$@")
 source scripts/gpu-host.sh
 host_gpus=$(nvidia-smi -L | wc -l)
 gpus=${GPUS:-$host_gpus}  # GPUS=3 on a 4-GPU host leaves the fourth (and its cores) free
 share=$(( $(nproc) / host_gpus ))  # each pair runs on its GPU's share of the cores
 run_pair() {  # entry gpu; entry: PAIR[+key=value...]
-  local entry=$1 pair=${1%%+*} own=() w
+  local entry=$1 pair=${1%%+*} own=() w left=$((deadline - SECONDS))
   [ "$entry" != "$pair" ] && IFS=+ read -r -a own <<< "${entry#*+}"
   entry=${entry//+/_}; entry=${entry//=/}; w=/tmp/dw_$entry
   mkdir -p "$w"
@@ -32,9 +35,10 @@ run_pair() {  # entry gpu; entry: PAIR[+key=value...]
   [ -f "$w/deploy.db" ] && python3 -c "
 import sqlite3; c=sqlite3.connect('$w/deploy.db')
 print('stale trials failed:', c.execute(\"update trials set state='FAIL', datetime_complete=datetime('now') where state='RUNNING'\").rowcount); c.commit()"
-  ( while sleep "${CHECKPOINT_S:-60}"; do checkpoint "$w" "$entry"; done ) &
+  # its sleep is killed with it: a sleep left behind would hold the call's output open for up to a minute
+  ( trap 'kill $! 2>/dev/null; exit' TERM; while :; do sleep "${CHECKPOINT_S:-60}" & wait $!; checkpoint "$w" "$entry"; done ) &
   local saver=$!
-  CUDA_VISIBLE_DEVICES=$2 taskset -c $(($2 * share))-$(($2 * share + share - 1)) timeout -k 5 -s INT "$limit" python experiments/deploy_check.py parts=b sizes=7 pairs="$pair" \
+  CUDA_VISIBLE_DEVICES=$2 taskset -c $(($2 * share))-$(($2 * share + share - 1)) timeout -k 5 -s INT "$left" python experiments/deploy_check.py parts=b sizes=7 pairs="$pair" \
     work="$w" out="$w/out" "${extra[@]}" "${own[@]}" >> "$OUT/${name}_$entry.log" 2>&1
   echo "rc=$?" >> "$OUT/${name}_$entry.log"
   kill "$saver" 2>/dev/null; wait "$saver" 2>/dev/null
@@ -55,12 +59,20 @@ ok and c.execute('pragma journal_mode=delete'); c.close(); sys.exit(0 if ok else
     && xz -T4 -c "$copy" > "$part" && mv "$part" "$OUT/$2.db.xz"
   rm -f "$copy" "$copy-wal" "$copy-shm" "$part"
 }
-i=0
-for pair in ${pairs//,/ }; do
-  run_pair "$pair" $((i % gpus)) &
-  i=$((i + 1))
-  [ $((i % gpus)) -eq 0 ] && wait
-done
+gpu_loop() {  # gpu: runs waiting pairs, each claimed once (mkdir is atomic), until none is left
+  local i=0 entry e
+  for entry in ${pairs//,/ }; do
+    i=$((i + 1))
+    mkdir "$claims/$i" 2>/dev/null || continue
+    if [ $((deadline - SECONDS)) -lt 60 ]; then
+      e=${entry//+/_}; echo "$entry: not started, under a minute of the call left" | tee -a "$OUT/${name}_${e//=/}.log"
+      continue
+    fi
+    run_pair "$entry" "$1"
+  done
+}
+claims=$(mktemp -d)
+for ((g = 0; g < gpus; g++)); do gpu_loop "$g" & done
 wait
 for entry in ${pairs//,/ }; do
   entry=${entry//+/_}; entry=${entry//=/}

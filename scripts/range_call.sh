@@ -19,10 +19,11 @@ source scripts/gpu-host.sh
 host_gpus=$(nvidia-smi -L | wc -l)
 gpus=${GPUS:-$host_gpus}  # GPUS=3 on a 4-GPU host leaves the fourth (and its cores) free
 share=$(( $(nproc) / host_gpus ))  # each pair runs on its GPU's share of the cores
+slug() { local e=${1//+/_}; echo "${e//=/}"; }  # a pair's entry as it names its storage and log
 run_pair() {  # entry gpu; entry: PAIR[+key=value...]
-  local entry=$1 pair=${1%%+*} own=() w left=$((deadline - SECONDS))
+  local entry=$1 pair=${1%%+*} own=() w
   [ "$entry" != "$pair" ] && IFS=+ read -r -a own <<< "${entry#*+}"
-  entry=${entry//+/_}; entry=${entry//=/}; w=/tmp/dw_$entry
+  entry=$(slug "$entry"); w=/tmp/dw_$entry
   mkdir -p "$w"
   if [ ! -f "$w/.unpacked" ]; then
     rm -f "$w"/deploy.db*
@@ -37,7 +38,7 @@ import sqlite3; c=sqlite3.connect('$w/deploy.db')
 print('stale trials failed:', c.execute(\"update trials set state='FAIL', datetime_complete=datetime('now') where state='RUNNING'\").rowcount); c.commit()"
   # its sleep is killed with it: a sleep left behind would hold the call's output open for up to a minute
   ( trap 'kill $! 2>/dev/null; exit' TERM; while :; do sleep "${CHECKPOINT_S:-60}" & wait $!; checkpoint "$w" "$entry"; done ) &
-  local saver=$!
+  local saver=$! left=$((deadline - SECONDS))
   CUDA_VISIBLE_DEVICES=$2 taskset -c $(($2 * share))-$(($2 * share + share - 1)) timeout -k 5 -s INT "$left" python experiments/deploy_check.py parts=b sizes=7 pairs="$pair" \
     work="$w" out="$w/out" "${extra[@]}" "${own[@]}" >> "$OUT/${name}_$entry.log" 2>&1
   echo "rc=$?" >> "$OUT/${name}_$entry.log"
@@ -60,12 +61,12 @@ ok and c.execute('pragma journal_mode=delete'); c.close(); sys.exit(0 if ok else
   rm -f "$copy" "$copy-wal" "$copy-shm" "$part"
 }
 gpu_loop() {  # gpu: runs waiting pairs, each claimed once (mkdir is atomic), until none is left
-  local i=0 entry e
+  local i=0 entry
   for entry in ${pairs//,/ }; do
     i=$((i + 1))
     mkdir "$claims/$i" 2>/dev/null || continue
     if [ $((deadline - SECONDS)) -lt 60 ]; then
-      e=${entry//+/_}; echo "$entry: not started, under a minute of the call left" | tee -a "$OUT/${name}_${e//=/}.log"
+      echo "$entry: not started, under a minute of the call left" | tee -a "$OUT/${name}_$(slug "$entry").log"
       continue
     fi
     run_pair "$entry" "$1"
@@ -75,6 +76,6 @@ claims=$(mktemp -d)
 for ((g = 0; g < gpus; g++)); do gpu_loop "$g" & done
 wait
 for entry in ${pairs//,/ }; do
-  entry=${entry//+/_}; entry=${entry//=/}
+  entry=$(slug "$entry")
   echo "== $entry"; grep -v "Warning\|kernel_cache" "$OUT/${name}_$entry.log" | tail -14
 done

@@ -1,8 +1,8 @@
 """The measuring worker times the kernel the builder compiled: a candidate's run-time parameters
 (a range's studies, ``runtime=m``) reach its operator's ``build`` in the search's measurement and
 in the final re-time. Without them the worker compiled a kernel for the exact size, which TileLang's
-cache did not hold (a range's studies took 37-58 s a size instead of 2-8 s waiting for measurement,
-on an H200), and the range timed another kernel than the one it dispatches."""
+cache did not hold (a range's sizes waited a median 42.9 s for measurement instead of 1.8 s, on four
+H200s), and the range timed another kernel than the one it dispatches."""
 
 import pytest
 

@@ -84,6 +84,41 @@ def test_estimate_sees_the_bytes_in_flight_of_a_decode_gemm():
     assert gemm_estimate(decode, {**swapped, "block_n": 256, "block_k": 64, "num_stages": 3}, H100) < deep / 1.5
 
 
+# measured on four H200s (2026-11-28, 14cc9b0; experiments/results/deploy/ranges_2026-11-28_h200x4_14cc9b0,
+# 14336x4096.db.xz), 14336 x 4096 bfloat16 nt: a 64x112 tile launched row-major took 0.0417 ms at 64 rows
+# and 0.0692-0.0699 ms from 65 to 128; the same tile in panels of 8 tile rows 0.0472 ms at 72
+ROW_MAJOR = {"block_m": 64, "block_n": 112, "block_k": 128, "num_stages": 5, "panel_size": 0, "raster": "row"}
+PANELLED = {"block_m": 64, "block_n": 224, "block_k": 128, "num_stages": 3, "panel_size": 8, "raster": "row"}
+
+
+def test_estimate_sees_b_read_again_for_each_tile_row_of_a_row_major_launch():
+    at = {m: {"m": m, "n": 14336, "k": 4096} for m in (64, 65, 128)}
+    time = {m: {key: 2 * m * 14336 * 4096 / gemm_estimate(problem, c, H100)
+                for key, c in (("row_major", ROW_MAJOR), ("panelled", PANELLED))} for m, problem in at.items()}
+    assert time[65]["row_major"] > 1.8 * time[64]["row_major"]  # a second tile row reads B's 117 MB again
+    assert time[128]["row_major"] < 1.05 * time[65]["row_major"]  # and no more up to the second row's end
+    assert time[65]["panelled"] < 1.05 * time[64]["panelled"]  # a panel of 8 tile rows reads B once
+    # an operand that fits in L2 comes back from it, however often the launch order returns
+    small = {"m": 65, "n": 1024, "k": 1024}
+    assert gemm_estimate(small, ROW_MAJOR, H100) == gemm_estimate(small, {**ROW_MAJOR, "panel_size": 8}, H100)
+
+
+def test_a_range_edge_stops_where_a_row_major_tile_reads_b_a_second_time():
+    # the figures of that range: the row-major tile measured at 64 and 72 rows, the panelled one at
+    # 72; before B's re-reads were modelled the edge fell at 69, and 65 rows lost 61.7%
+    from tilesearch.buckets import Table, config_key, crossing
+
+    left, right = config_key(ROW_MAJOR), config_key(PANELLED)
+    table = Table(latency={64: {left: 0.04166}, 72: {left: 0.06938, right: 0.04304}},
+                  configs={left: ROW_MAJOR, right: PANELLED})
+
+    def shape(key, size):
+        problem = {"m": size, "n": 14336, "k": 4096}
+        return 2 * size * 14336 * 4096 / gemm_estimate(problem, table.configs[key], H100)
+
+    assert crossing(table, 64, 72, left, right, shape) == 64
+
+
 def test_columns_do_not_depend_on_the_sub_space_or_problem(sets):
     a, b = sets
     op = registry.load("gemm")

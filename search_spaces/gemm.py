@@ -582,8 +582,10 @@ def gemm_program(
         return a_tile, b_tile_s, acc, c_s
 
     if split:
-        # with a run-time M, the workspace's rows are a run-time value of their own (M rounded up)
-        ws = workspace_shape(m if static_m else T.dynamic("m_w"), n, k, block_m=block_m, block_n=block_n,
+        # with a run-time M, the workspace's rows are M rounded up to whole tiles, an expression of M
+        # (the launch checks W against it): as a run-time value of their own, TileLang could not tell
+        # that the tiles' rows fit, and guarded each of the GEMM's partial-sum stores
+        ws = workspace_shape(m if static_m else T.ceildiv(m, block_m) * block_m, n, k, block_m=block_m, block_n=block_n,
                              split_k=split_k)
         reduce_m = REDUCE_ELEMENTS // REDUCE_COLUMNS
 

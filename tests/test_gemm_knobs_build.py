@@ -1,5 +1,7 @@
 """nvcc builds for sm_90a of GEMM configurations that use each knob beyond the tile shape."""
 
+import re
+
 import pytest
 
 from search_spaces.gemm import DEFAULTS, GemmOp
@@ -126,3 +128,15 @@ def test_tiles_stored_through_tma_start_inside_the_tensor_at_its_edges(sources):
     assert shifted.count("min((((int)blockIdx.x) * 128), 3872)") >= 2
     # tiles stored from registers stay where they were: shifting them cost 1-2% and gained nothing
     assert "528" not in sources["edges_direct"] and "3872" not in sources["edges_direct"]
+
+
+def test_a_run_time_m_split_k_stores_its_partial_sums_unguarded():
+    # the workspace's rows are M rounded up to whole tiles: every tile's partial sums fit, so the
+    # GEMM stores them without a bounds check (a run-time row count of their own cost one a store)
+    c = candidate("swap_ab_split_k")
+    op = GemmOp()
+    source = op.build(op.problem(**c.problem), c.config, H100, runtime=("m",)).get_kernel_source()
+    lines = source.splitlines()
+    stores = [i for i, line in enumerate(lines) if re.match(r"\s*W\[", line)]
+    assert stores, source
+    assert not any(lines[i - 1].strip().startswith("if") for i in stores), source

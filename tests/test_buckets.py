@@ -220,3 +220,28 @@ def test_edge_sizes_measure_an_inner_edge_far_from_its_buckets_measured_sizes():
     assert edge_sizes([Bucket(1, 10, {}, (1,)), Bucket(11, 20, {}), Bucket(21, 40, {}, (40,))]) == [10, 11, 20, 21]
     buckets[3] = Bucket(65, 128, {}, (65, 128))
     assert edge_sizes(buckets) == [33]
+
+
+def test_modelled_sizes_look_between_measured_sizes_where_the_waves_of_two_tiles_part():
+    """The figures of a 4096x4096 range on four H200s (2026-11-28, 14cc9b0): the 64x256 tile won at
+    2099 and 3119 rows, the 256x128 tile 14.5% and 4.2% behind there, and 15.6% ahead at 2657."""
+    from search_spaces.gemm_model import estimate
+    from tilesearch.buckets import modelled_sizes
+    from tilesearch.target import Target
+
+    wide = {"block_m": 64, "block_n": 256, "block_k": 64, "num_stages": 4, "panel_size": 8}
+    tall = {"block_m": 256, "block_n": 128, "block_k": 64, "num_stages": 3, "panel_size": 8}
+    w, t = config_key(wide), config_key(tall)
+    table = Table(latency={2099: {w: 0.12035, t: 0.13780}, 3119: {w: 0.17453, t: 0.18186}},
+                  configs={w: wide, t: tall})
+    h100 = Target.from_arch("sm_90a")
+
+    def shape(key, size):
+        return 2 * size * 4096 * 4096 / estimate({"m": size, "n": 4096, "k": 4096}, table.configs[key], h100)
+
+    [bucket] = cover(table, 1, 16384, tolerance=0.01, shape=shape)
+    assert bucket.config == wide  # the winner at both ends serves everything between
+    [size] = modelled_sizes([bucket], table, 0.03, shape)
+    assert 2625 <= size <= 3072  # 64x256 tiles in 6 waves of 132 SMs, 256x128 in 3
+    # lines drawn without the tiles' waves see no loss between the two ends
+    assert modelled_sizes([bucket], table, 0.03, lambda key, size: float(size)) == []

@@ -273,7 +273,7 @@ def probe_sizes(buckets: Sequence[Bucket], sizes: Sequence[int], per_gap: int, t
 
 
 SPLIT_RATIO = 2.0  # a stretch whose ends disagree is split while wider than this
-SPLIT_ROUNDS = 2  # rounds of :func:`split_sizes` and :func:`edge_sizes` after the probes
+SPLIT_ROUNDS = 2  # rounds of :func:`split_sizes`, :func:`edge_sizes` and :func:`modelled_sizes` after the probes
 
 
 def split_sizes(table: Table, tolerance: float) -> list[int]:
@@ -315,6 +315,29 @@ def edge_sizes(buckets: Sequence[Bucket]) -> list[int]:
         if not right.tuned or right.tuned[0] / right.lo > EDGE_RATIO:
             out.add(right.lo)
     return sorted(out)
+
+
+def modelled_sizes(buckets: Sequence[Bucket], table: Table, tolerance: float, shape: Shape) -> list[int]:
+    """Between each two neighbouring measured sizes, the size where the model puts the serving
+    configuration furthest behind another configuration measured at either end (each drawn
+    along ``shape`` between its figures at the two, :func:`_modelled_losses`), where that is
+    more than ``tolerance``. :func:`probe_sizes` draws its lines across a whole gap between
+    tuned sizes; once probes measured inside the gap, lines drawn between neighbouring measured
+    sizes follow each tile's waves, which the wide ones smooth away. Where the same
+    configuration wins at both ends, :func:`split_sizes` sees nothing. On four H200s
+    (2026-11-28, ``14cc9b0``) a 4096x4096 range measured 2099 and 3119 rows, where a 64x256 tile
+    won (4.0 and 5.9 waves of 132 SMs) and a 256x128 tile was 14.5% and 4.2% behind (2.2 and 3.2
+    waves); at 2657 rows (5.1 and 2.7 waves) the 256x128 tile was 15.6% ahead, and nothing had
+    measured there."""
+    sizes = sorted(table.latency)
+    out = []
+    for a, b in zip(sizes, sizes[1:]):
+        if b - a < 2 or b / a < PROBE_SPACING:
+            continue
+        points = _modelled_losses(buckets, table, a, b, tolerance, shape)
+        if points:
+            out.append(max(points)[1])
+    return out
 
 
 def _between(a: int, b: int, n: int) -> list[int]:

@@ -237,7 +237,9 @@ def tune_range(
         if ranges.probes > 0:
             between = bucketing.probe_sizes(found, list(tuned), ranges.probes, table, _margin(ranges), shape)
             rounds = _recorded(*record, PROBED_ATTR)
-            for i in range(1 + bucketing.SPLIT_ROUNDS):  # the probes, then where the winner changes or an edge is far
+            # the probes, then where the winner changes, an edge is far, or the model puts the
+            # serving configuration behind between two measured sizes
+            for i in range(1 + bucketing.SPLIT_ROUNDS):
                 if i < len(rounds):
                     between = [int(size) for size in rounds[i]]
                 else:
@@ -249,7 +251,8 @@ def tune_range(
                 probed.update(more)
                 tuned.update(more)
                 table, shape, found = decide()
-                between = sorted({*bucketing.split_sizes(table, _margin(ranges)), *bucketing.edge_sizes(found)})
+                between = sorted({*bucketing.split_sizes(table, _margin(ranges)), *bucketing.edge_sizes(found),
+                                  *bucketing.modelled_sizes(found, table, _margin(ranges), shape)})
     first = next(iter(tuned.values()))
     result = RangeResult(
         op=operator.name, name=size_range.name, lo=size_range.lo, hi=size_range.hi,

@@ -187,7 +187,7 @@ def features(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
     wtm, wtn = mma_m / wm, mma_n / wn
     groups_m = max(wm // 4, 1) if wgmma else wm
     group_m, group_n = mma_m / groups_m, mma_n / (wn if wgmma else 1)  # the tile of one MMA issuer
-    column = panel and config.get("raster", "row") == "column"
+    column = column_panels(config)
     if column:  # panels of tile columns walked along M
         cols, rows = min(panel, tiles_n), min(tiles_m, math.ceil(slots / max(min(panel, tiles_n), 1)))
     elif panel:
@@ -405,6 +405,12 @@ def rivals(config: Mapping[str, Any]) -> list[Config]:
     return found
 
 
+def column_panels(config: Mapping[str, Any]) -> bool:
+    """Whether the launch walks panels of tile columns along M (``raster=column``; without panels
+    the order is row-major whatever ``raster`` says)."""
+    return bool(config.get("panel_size", 0)) and config.get("raster", "row") == "column"
+
+
 def operand_reads(problem: Mapping[str, Any], config: Mapping[str, Any], resident: int,
                   target: Target) -> tuple[float, float]:
     """How many times A and B come through DRAM: once, unless the operand is larger than half
@@ -421,7 +427,6 @@ def operand_reads(problem: Mapping[str, Any], config: Mapping[str, Any], residen
     m, n, k = problem["m"], problem["n"], problem["k"]
     tiles_m, tiles_n = math.ceil(m / config["block_m"]), math.ceil(n / config["block_n"])
     panel = config.get("panel_size", 0)
-    column = bool(panel) and config.get("raster", "row") == "column"
     half_l2 = target.l2_bytes / 2
 
     def passes(tiles: int, across: int, operand_bytes: float) -> float:
@@ -431,6 +436,6 @@ def operand_reads(problem: Mapping[str, Any], config: Mapping[str, Any], residen
         together = max(panel, 1, resident // max(across, 1))
         return float(math.ceil(tiles / together))
 
-    if column:
+    if column_panels(config):
         return passes(tiles_n, tiles_m, 2.0 * m * k), 1.0
     return 1.0, passes(tiles_m, tiles_n, 2.0 * n * k)

@@ -225,8 +225,10 @@ def test_edge_sizes_measure_an_inner_edge_far_from_its_buckets_measured_sizes():
 def test_modelled_sizes_look_between_measured_sizes_where_the_waves_of_two_tiles_part():
     """The figures of a 4096x4096 range on four H200s (2026-11-28, 14cc9b0): the 64x256 tile won at
     2099 and 3119 rows, the 256x128 tile 14.5% and 4.2% behind there, and 15.6% ahead at 2657."""
-    from search_spaces.gemm_model import estimate
+    from tilesearch import registry
     from tilesearch.buckets import modelled_sizes
+    from tilesearch.range_tuner import _modelled
+    from tilesearch.ranges import SizeRange
     from tilesearch.target import Target
 
     wide = {"block_m": 64, "block_n": 256, "block_k": 64, "num_stages": 4, "panel_size": 8}
@@ -234,10 +236,8 @@ def test_modelled_sizes_look_between_measured_sizes_where_the_waves_of_two_tiles
     w, t = config_key(wide), config_key(tall)
     table = Table(latency={2099: {w: 0.12035, t: 0.13780}, 3119: {w: 0.17453, t: 0.18186}},
                   configs={w: wide, t: tall})
-    h100 = Target.from_arch("sm_90a")
-
-    def shape(key, size):
-        return 2 * size * 4096 * 4096 / estimate({"m": size, "n": 4096, "k": 4096}, table.configs[key], h100)
+    shape = _modelled(registry.load("gemm"), SizeRange("m", 1, 16384),  # the range's own model
+                      {"n": 4096, "k": 4096, "dtype": "bfloat16", "layout": "nt"}, table, Target.from_arch("sm_90a"))
 
     [bucket] = cover(table, 1, 16384, tolerance=0.01, shape=shape)
     assert bucket.config == wide  # the winner at both ends serves everything between

@@ -107,15 +107,14 @@ def test_a_range_edge_stops_where_a_row_major_tile_reads_b_a_second_time():
     # the figures of that range: the row-major tile measured at 64 and 72 rows, the panelled one at
     # 72; before B's re-reads were modelled the edge fell at 69, and 65 rows lost 61.7%
     from tilesearch.buckets import Table, config_key, crossing
+    from tilesearch.range_tuner import _modelled
+    from tilesearch.ranges import SizeRange
 
     left, right = config_key(ROW_MAJOR), config_key(PANELLED)
     table = Table(latency={64: {left: 0.04166}, 72: {left: 0.06938, right: 0.04304}},
                   configs={left: ROW_MAJOR, right: PANELLED})
-
-    def shape(key, size):
-        problem = {"m": size, "n": 14336, "k": 4096}
-        return 2 * size * 14336 * 4096 / gemm_estimate(problem, table.configs[key], H100)
-
+    shape = _modelled(registry.load("gemm"), SizeRange("m", 1, 16384),  # the range's own model
+                      {"n": 14336, "k": 4096, "dtype": "bfloat16", "layout": "nt"}, table, H100)
     assert crossing(table, 64, 72, left, right, shape) == 64
 
 

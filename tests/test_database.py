@@ -116,6 +116,21 @@ def test_find_studies_filters_by_op_and_problem(tmp_path):
     assert find_studies(storage, "gemm") == []
 
 
+def test_finding_studies_reads_no_trials(tmp_path, monkeypatch):
+    """A range looks its studies up several times per size; reading every trial of every study
+    each time made a resumed range spend seconds on each size it had finished."""
+    storage = f"sqlite:///{tmp_path / 'e.db'}"
+    run_toy(storage, 3)
+    opened = open_storage(storage, read_only=True)
+
+    def no_trials(*args, **kwargs):
+        raise AssertionError("a study lookup read trials")
+
+    for name in ("get_all_trials", "_get_trials", "get_n_trials"):
+        monkeypatch.setattr(type(opened), name, no_trials)
+    assert len(find_studies(opened, "toy")) == 1
+
+
 def test_a_writer_makes_the_folder_of_its_sqlite_file_and_a_reader_does_not(tmp_path):
     with pytest.raises(StorageError):
         open_storage(f"sqlite:///{tmp_path}/absent/tune.db", read_only=True)

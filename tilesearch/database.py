@@ -524,6 +524,17 @@ def _pid_alive(pid: Any) -> bool:
     return True
 
 
+def studies(storage: optuna.storages.BaseStorage) -> list[optuna.study.FrozenStudy]:
+    """Every study of ``storage`` with its name and attributes, without its trials.
+
+    ``optuna.study.get_all_study_summaries`` reads every trial of every study as well (for their
+    count and start time, which nothing here looks at): 1.4 s on a range's storage of 81 studies
+    and 2,136 trials, against 0.02 s for this. A range asks several times per size, and a resumed
+    14336x4096 range on an H200 spent 6-9 s on each of its finished sizes and 2-3 s on each
+    finished probe (2026-11-28), three of a device call's nine minutes, before measuring anything."""
+    return storage.get_all_studies()
+
+
 def find_studies(
     storage: str | optuna.storages.BaseStorage | None, op: str, problem: Problem | None = None, *,
     retimed: bool = False, runtime: Sequence[str] = (),
@@ -535,7 +546,7 @@ def find_studies(
     if not isinstance(storage, optuna.storages.BaseStorage):
         storage = open_storage(storage, read_only=True)
     names = []
-    for summary in optuna.study.get_all_study_summaries(storage, include_best_trial=False):
+    for summary in studies(storage):
         attrs = summary.user_attrs
         if attrs.get("op") != op or RESERVED in summary.study_name:
             continue
@@ -556,7 +567,7 @@ def hold_out(storage: str | None, op: str, problems: Iterable[str], range_key: s
     if not wanted:
         return
     storage_ = open_storage(storage)
-    for summary in optuna.study.get_all_study_summaries(storage_, include_best_trial=False):
+    for summary in studies(storage_):
         attrs = summary.user_attrs
         if (attrs.get("op") == op and attrs.get("problem") in wanted and RESERVED not in summary.study_name
                 and attrs.get(HELDOUT_ATTR) != range_key):

@@ -34,7 +34,7 @@ from tilesearch import buckets as bucketing
 from tilesearch import phases, registry, served
 from tilesearch.buckets import Bucket, Table, config_key
 from tilesearch.builder import Builder
-from tilesearch.database import StorageError, TuningDatabase, find_studies, hold_out, open_storage
+from tilesearch.database import StorageError, TuningDatabase, find_studies, hold_out, open_storage, studies
 from tilesearch.deploy.artifact import capability
 from tilesearch.op import Operator, Problem
 from tilesearch.ranges import SizeRange, parse, problem_at, range_key
@@ -355,7 +355,7 @@ def save(result: RangeResult) -> None:
 def find(storage: str | None, op: str, key: str, arch: str | None = None) -> list[RangeResult]:
     """The tuned ranges of ``op`` with problem ``key`` (``m=1..16384,n=...``) in ``storage``."""
     found = []
-    for summary_ in optuna.study.get_all_study_summaries(open_storage(storage), include_best_trial=False):
+    for summary_ in studies(open_storage(storage)):
         attrs = summary_.user_attrs
         if attrs.get("range_of") != op or "range" not in attrs:
             continue

@@ -23,7 +23,7 @@ from typing import Any
 import optuna
 
 from tilesearch.buckets import RESOLVED
-from tilesearch.database import RESERVED, TuningDatabase, open_storage
+from tilesearch.database import RESERVED, TuningDatabase, open_storage, studies
 from tilesearch.range_tuner import PREFIX, REFITTED_ATTR
 from tilesearch.records import fastest_first
 from tilesearch.space import config_key
@@ -42,7 +42,7 @@ def compare(storage: str) -> list[dict[str, Any]]:
     """One row per probed size of each range in ``storage`` (an Optuna storage URL)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     opened = open_storage(storage, read_only=True)  # reads: writes nothing to a storage it is given
-    summaries = optuna.study.get_all_study_summaries(opened, include_best_trial=False)
+    summaries = studies(opened)
     by_problem = {s.user_attrs.get("problem"): s.study_name for s in summaries
                   if RESERVED not in s.study_name and "problem" in s.user_attrs}
     rows = []

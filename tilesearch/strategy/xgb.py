@@ -36,7 +36,7 @@ import optuna
 from tilesearch import dataset
 from tilesearch.cost_model import Featurizer, TrainingGroup, XGBRanker, XGBSettings, relevance
 from tilesearch.cost_model.xgb import labels
-from tilesearch.database import HELDOUT_ATTR, TrialRecord
+from tilesearch.database import HELDOUT_ATTR, TrialRecord, studies
 from tilesearch.records import has_result, is_correct, speeds
 from tilesearch.space import Config, config_key
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
@@ -197,7 +197,7 @@ class XGBStrategy(Strategy):
 
     def _transfer_from_storage(self, context: SearchContext) -> None:
         db = context.db
-        for summary in optuna.study.get_all_study_summaries(db.storage, include_best_trial=False):
+        for summary in studies(db.storage):
             attrs = summary.user_attrs
             if (summary.study_name == db.name or attrs.get("op") != context.problem.op
                     or attrs.get("problem") == context.problem.key or "params" not in attrs

@@ -303,6 +303,8 @@ def test_cli_range_tune_says_which_size_it_is_on(monkeypatch, tmp_path, capsys):
     for size in (1, 22, 512):
         assert f"range: m={size}: tuning 2 configurations" in err
         assert f"range: m={size}: best " in err
+    # the other sizes' winners measured at each size are said too (minutes on a GPU)
+    assert "other sizes' winners (" in err
 
 
 class Counted(SyntheticRunner):

@@ -2,9 +2,18 @@ import os
 import subprocess
 import sys
 
+import optuna
 import pytest
 
-from tilesearch.database import StorageError, TuningDatabase, find_studies, open_storage, storage_url
+from tilesearch.database import (
+    StorageError,
+    TuningDatabase,
+    find_studies,
+    open_storage,
+    storage_url,
+    studies,
+    study_trials,
+)
 from tilesearch.records import Status
 from tilesearch.testing.synthetic import SyntheticRunner
 from tilesearch.testing.toy import TOY_OP
@@ -129,6 +138,56 @@ def test_finding_studies_reads_no_trials(tmp_path, monkeypatch):
     for name in ("get_all_trials", "_get_trials", "get_n_trials"):
         monkeypatch.setattr(type(opened), name, no_trials)
     assert len(find_studies(opened, "toy")) == 1
+
+
+def _states(trials):
+    return [(t.number, t.state, t.value, dict(t.user_attrs)) for t in trials]
+
+
+def test_a_study_s_trials_are_read_again_only_where_they_may_have_changed(tmp_path, monkeypatch):
+    """The xgb strategy reads every other study of its op on each tune; in one process (a range)
+    a finished trial is kept, and only the running ones and those after the last finished are
+    asked for, yet the answer is always what the storage holds."""
+    storage = open_storage(f"sqlite:///{tmp_path / 'f.db'}")
+    study = optuna.create_study(storage=storage, study_name="s")
+    done = [study.ask() for _ in range(3)]
+    for trial in done[:2]:
+        study.tell(trial, 1.0)
+    running = done[2]
+    running.set_user_attr("status", "running")
+    frozen = studies(storage)[0]
+    asked = []
+    read = type(storage)._get_trials
+
+    def spy(self, study_id, states, included_trial_ids, trial_id_greater_than):
+        asked.append((set(included_trial_ids), trial_id_greater_than))
+        return read(self, study_id, states, included_trial_ids, trial_id_greater_than)
+
+    monkeypatch.setattr(type(storage), "_get_trials", spy)
+    got = study_trials(storage, frozen)
+    first = asked[:]
+    assert _states(got) == _states(storage.get_all_trials(frozen._study_id))
+    running.set_user_attr("status", "ok")
+    study.tell(running, 2.0)
+    later = study.ask()
+    study.tell(later, 3.0)
+    asked.clear()
+    got = study_trials(storage, frozen)
+    second = asked[:]
+    assert _states(got) == _states(storage.get_all_trials(frozen._study_id)) and len(got) == 4
+    assert got[2].user_attrs["status"] == "ok" and got[2].value == 2.0
+    ids = [t._trial_id for t in storage.get_all_trials(frozen._study_id)]
+    # the first read: everything; the second: the one that was running, and those after the last finished
+    assert first == [(set(), -1)] and second == [({ids[2]}, ids[1])]
+
+
+def test_storages_that_cannot_be_read_in_part_are_read_whole(tmp_path):
+    for storage in (open_storage(":memory:"), open_storage(f"journal:{tmp_path / 'j.log'}")):
+        study = optuna.create_study(storage=storage, study_name="s")
+        study.tell(study.ask(), 1.0)
+        assert [t.value for t in study_trials(storage, studies(storage)[0])] == [1.0]
+        study.tell(study.ask(), 2.0)
+        assert [t.value for t in study_trials(storage, studies(storage)[0])] == [1.0, 2.0]
 
 
 def test_a_writer_makes_the_folder_of_its_sqlite_file_and_a_reader_does_not(tmp_path):

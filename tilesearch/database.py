@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import socket
+import threading
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -533,6 +534,50 @@ def studies(storage: optuna.storages.BaseStorage) -> list[optuna.study.FrozenStu
     14336x4096 range on an H200 spent 6-9 s on each of its finished sizes and 2-3 s on each
     finished probe (2026-11-28), three of a device call's nine minutes, before measuring anything."""
     return storage.get_all_studies()
+
+
+@dataclass
+class _Read:
+    """What this process has read of one study: its trials by id, those not yet finished, and
+    the last finished trial's id (after which every trial is new)."""
+
+    trials: dict[int, FrozenTrial] = field(default_factory=dict)
+    unfinished: set[int] = field(default_factory=set)
+    last_finished: int = -1
+
+
+_READS: dict[tuple[str, str, int, str], _Read] = {}
+_READS_LOCK = threading.Lock()
+
+
+def study_trials(storage: optuna.storages.BaseStorage, study: optuna.study.FrozenStudy) -> list[FrozenTrial]:
+    """Every trial of ``study`` (one of :func:`studies`), in number order, not to be changed.
+
+    Why: the ``xgb`` strategy learns from every other study of its op in the storage, so each
+    ``tune`` read all their trials, and a range runs some 50 of them in one process: 1.2 s a
+    ``tune`` at the end of a 4096x4096 range (89 studies, 1,800 trials; this 2-core machine), most
+    of it the database read. A relational storage is read as Optuna's own ``_CachedStorage``
+    reads it (the storage's ``_get_trials``): a trial that has finished cannot change (Optuna
+    refuses to write to it), so this process keeps it and asks again only for the trials it saw
+    running and those after the last finished one, about 1.5 ms a study against 12.6 ms. Other
+    storages (a journal, which replays its log in memory anyway; ``:memory:``) are read whole.
+    As with Optuna's cache, a trial that another process opened before, and committed after, one
+    that finished and was read here is never seen (a database server, not SQLite, which commits
+    in turn): what learns from these trials can do without it."""
+    url = getattr(storage, "url", None)
+    if not isinstance(url, str) or ":memory:" in url or not hasattr(storage, "_get_trials"):
+        return storage.get_all_trials(study._study_id, deepcopy=False)
+    key = (url, os.getcwd(), study._study_id, study.study_name)  # a relative sqlite:/// names a file in the cwd
+    with _READS_LOCK:
+        read = _READS.setdefault(key, _Read())
+        for trial in storage._get_trials(study._study_id, None, set(read.unfinished), read.last_finished):
+            read.trials[trial._trial_id] = trial
+            if trial.state.is_finished():
+                read.unfinished.discard(trial._trial_id)
+                read.last_finished = max(read.last_finished, trial._trial_id)
+            else:
+                read.unfinished.add(trial._trial_id)
+        return sorted(read.trials.values(), key=lambda trial: trial.number)
 
 
 def find_studies(

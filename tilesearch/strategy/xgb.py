@@ -36,7 +36,7 @@ import optuna
 from tilesearch import dataset
 from tilesearch.cost_model import Featurizer, TrainingGroup, XGBRanker, XGBSettings, relevance
 from tilesearch.cost_model.xgb import labels
-from tilesearch.database import HELDOUT_ATTR, TrialRecord, studies
+from tilesearch.database import HELDOUT_ATTR, TrialRecord, studies, study_trials
 from tilesearch.records import has_result, is_correct, speeds
 from tilesearch.space import Config, config_key
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
@@ -203,8 +203,7 @@ class XGBStrategy(Strategy):
                     or attrs.get("problem") == context.problem.key or "params" not in attrs
                     or attrs.get(HELDOUT_ATTR)):
                 continue
-            study = optuna.load_study(study_name=summary.study_name, storage=db.storage)
-            records = [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False) if "key" in t.user_attrs]
+            records = [TrialRecord.from_trial(t) for t in study_trials(db.storage, summary) if "key" in t.user_attrs]
             configs, tflops = labels(records)
             target = Target.from_dict(attrs["target"]) if "target" in attrs else context.target
             self._add_source(f"study:{summary.study_name}", attrs["params"], target, configs, tflops)

@@ -106,3 +106,51 @@ def test_every_storage_that_open_storage_returns_is_guarded(tmp_path):
         storage = open_storage(url)
         assert hasattr(storage.create_new_trial, "__wrapped__"), url
         assert hasattr(storage.set_trial_state_values, "__wrapped__"), url
+
+
+@pytest.fixture
+def python_handler():
+    """Python's own SIGINT handler, as in a process that calls ``tune`` without ``main``."""
+    saved = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, saved)
+    forget_signals()
+
+
+def test_without_main_s_handlers_a_sigint_inside_a_storage_call_is_raised_when_it_returns(python_handler):
+    store = uninterrupted(Store([signal.SIGINT]))
+    with pytest.raises(KeyboardInterrupt) as caught:
+        store.write()
+    assert store.steps == ["first", "second"] and type(caught.value) is KeyboardInterrupt
+    # nothing kept: Python's handler is back, and the next call (the process's next tune) runs whole
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler and shutdown.received() is None
+    assert uninterrupted(Store([])).write() == "written"
+    shutdown.check()
+
+
+def test_without_main_s_handlers_a_second_sigint_inside_a_storage_call_raises_at_once(python_handler):
+    store = uninterrupted(Store([signal.SIGINT, signal.SIGINT]))
+    with pytest.raises(KeyboardInterrupt):
+        store.write()
+    assert store.steps == ["first"] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_handler_of_the_user_s_own_is_left_to_run(python_handler):
+    seen = []
+    signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    store = uninterrupted(Store([signal.SIGINT]))
+    assert store.write() == "written" and seen == [signal.SIGINT]
+
+
+def test_without_main_s_handlers_a_sigint_during_a_trials_commit_leaves_the_trial_whole(python_handler, tmp_path):
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    db = TuningDatabase(url, "study")
+    event.listen(db.storage.engine, "commit", lambda conn: signal.raise_signal(signal.SIGINT), once=True)
+    with pytest.raises(KeyboardInterrupt):
+        db.ask({})
+    db.close()
+    again = TuningDatabase(url, "study")
+    assert [(t.number, t.state.name) for t in again.trials()] == [(0, "RUNNING")]
+    assert [t.number for t in (again.ask({}), again.ask({}))] == [1, 2]
+    again.close()

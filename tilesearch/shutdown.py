@@ -17,6 +17,16 @@ both), and in CI a study was left that no later run could open ("Multiple rows w
 for one trial number). So storage calls run :func:`held`: the first signal that arrives inside
 one is raised as soon as the call returns (milliseconds; a call waiting on another process's
 lock waits at most its timeout). A second signal meanwhile raises at once: the user insists.
+
+Where :func:`install` has not run (``tune`` or ``tune_range`` called from Python, an experiment
+script), a storage call still runs whole under SIGINT: :func:`held` lends the process a handler
+for the call's length where Python's own is in place, and raises Python's ``KeyboardInterrupt``
+when the call returns; after it, nothing of the signal is kept, so the next ``tune`` of that
+process runs as usual. On an H200 a range run from ``experiments/deploy_check.py``, stopped by
+``timeout -s INT``, took the interrupt inside SQLAlchemy's statement compiling, half-way through
+a trial's creation (2026-11-29); SQLite rolled the transaction back, but the session was left
+mid-change, as in CI above. A SIGTERM there keeps its default, to end the process at once,
+which a transaction survives.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []
 _raised = False  # whether the handler or a held section's end has raised the first signal
 _holding = 0  # how many held sections the main thread is inside
+_deferred = False  # a SIGINT that arrived inside a held section under a lent handler
 
 
 class Interrupted(KeyboardInterrupt):
@@ -76,17 +87,41 @@ def _raise() -> None:
 def held() -> Iterator[None]:
     """Runs its body whole: a first signal arriving inside is raised when it ends (see the module
     docstring). Only the main thread runs signal handlers; in other threads this does nothing."""
-    global _holding
+    global _holding, _deferred
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    lent = not _holding and _lend()
     _holding += 1
     try:
         yield
     finally:
         _holding -= 1
+        if lent:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            pending, _deferred = _deferred, False
+            if pending:
+                raise KeyboardInterrupt  # where Python would have raised it, had the call been one step
     if not _holding and _received and not _raised:
         _raise()
+
+
+def _lend() -> bool:
+    """Whether Python's own SIGINT handler is in place, now replaced by :func:`_defer` for one held section."""
+    try:
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return False  # install()'s, the user's, or ignored: theirs stays
+        signal.signal(signal.SIGINT, _defer)
+    except ValueError:  # not the main interpreter
+        return False
+    return True
+
+
+def _defer(signum: int, frame: object) -> None:
+    global _deferred
+    if _deferred:
+        raise KeyboardInterrupt  # a second one: the user insists
+    _deferred = True
 
 
 def received() -> int | None:

@@ -16,7 +16,8 @@ leaves its session half-way through a state change (``IllegalStateChangeError``,
 both), and in CI a study was left that no later run could open ("Multiple rows were found"
 for one trial number). So storage calls run :func:`held`: the first signal that arrives inside
 one is raised as soon as the call returns (milliseconds; a call waiting on another process's
-lock waits at most its timeout). A second signal meanwhile raises at once: the user insists.
+lock waits at most its timeout). A second signal meanwhile raises at once: the user insists; but
+not one that comes within :data:`DUPLICATE_S` of the first, which is the same request again.
 
 Where :func:`install` has not run (``tune`` or ``tune_range`` called from Python, an experiment
 script), a storage call still runs whole under SIGINT: :func:`held` lends the process a handler
@@ -34,15 +35,23 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+DUPLICATE_S = 0.5
+"""A signal this soon after the first is the first delivered again, not a user who insists: GNU
+``timeout`` sends its signal to the command and then to the command's process group, and a busy
+process of many threads can take both. On an H200 (2026-11-29) one ``timeout -s INT`` raised two
+``KeyboardInterrupt`` in a range's process, the second while the first unwound a storage call.
+A person pressing Ctrl-C again waits longer than this, and a held call takes milliseconds."""
+_first_at = 0.0  # when the first signal came (time.monotonic)
 _received: list[int] = []
 _raised = False  # whether the handler or a held section's end has raised the first signal
 _holding = 0  # how many held sections the main thread is inside
-_deferred = False  # a SIGINT that arrived inside a held section under a lent handler
+_deferred_at: float | None = None  # when a SIGINT came inside a held section under a lent handler
 
 
 class Interrupted(KeyboardInterrupt):
@@ -71,6 +80,12 @@ def _quiet_when_interrupted(unraisable: Any) -> None:
 
 
 def _handle(signum: int, frame: object) -> None:
+    global _first_at
+    now = time.monotonic()
+    if _received and now - _first_at < DUPLICATE_S:
+        return  # the first one again
+    if not _received:
+        _first_at = now
     _received.append(signum)
     if _raised or (_holding and len(_received) == 1):
         return  # a cleanup is under way, or a held section raises it when it ends
@@ -87,7 +102,7 @@ def _raise() -> None:
 def held() -> Iterator[None]:
     """Runs its body whole: a first signal arriving inside is raised when it ends (see the module
     docstring). Only the main thread runs signal handlers; in other threads this does nothing."""
-    global _holding, _deferred
+    global _holding, _deferred_at
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -99,7 +114,7 @@ def held() -> Iterator[None]:
         _holding -= 1
         if lent:
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            pending, _deferred = _deferred, False
+            pending, _deferred_at = _deferred_at is not None, None
             if pending:
                 raise KeyboardInterrupt  # where Python would have raised it, had the call been one step
     if not _holding and _received and not _raised:
@@ -118,10 +133,12 @@ def _lend() -> bool:
 
 
 def _defer(signum: int, frame: object) -> None:
-    global _deferred
-    if _deferred:
+    global _deferred_at
+    now = time.monotonic()
+    if _deferred_at is None:
+        _deferred_at = now
+    elif now - _deferred_at >= DUPLICATE_S:
         raise KeyboardInterrupt  # a second one: the user insists
-    _deferred = True
 
 
 def received() -> int | None:

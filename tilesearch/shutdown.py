@@ -79,13 +79,17 @@ def _quiet_when_interrupted(unraisable: Any) -> None:
         sys.__unraisablehook__(unraisable)
 
 
+def _repeat(first: float | None) -> bool:
+    """Whether a signal now is the one that came at ``first`` delivered again (:data:`DUPLICATE_S`)."""
+    return first is not None and time.monotonic() - first < DUPLICATE_S
+
+
 def _handle(signum: int, frame: object) -> None:
     global _first_at
-    now = time.monotonic()
-    if _received and now - _first_at < DUPLICATE_S:
+    if _received and _repeat(_first_at):
         return  # the first one again
     if not _received:
-        _first_at = now
+        _first_at = time.monotonic()
     _received.append(signum)
     if _raised or (_holding and len(_received) == 1):
         return  # a cleanup is under way, or a held section raises it when it ends
@@ -134,10 +138,9 @@ def _lend() -> bool:
 
 def _defer(signum: int, frame: object) -> None:
     global _deferred_at
-    now = time.monotonic()
     if _deferred_at is None:
-        _deferred_at = now
-    elif now - _deferred_at >= DUPLICATE_S:
+        _deferred_at = time.monotonic()
+    elif not _repeat(_deferred_at):
         raise KeyboardInterrupt  # a second one: the user insists
 
 

@@ -8,7 +8,8 @@ records the kernels ``torch.matmul`` launches at each shape (cuBLAS's kernel nam
 tile and cluster shapes), their grids and times, beside the fastest configuration's kernels.
 A look at the field before the knobs are searched; not a result of the search.
 
-usage: python scripts/gemm_probe.py out=$OUT [shapes=decode16,qkv512] [workers=15]
+usage: python scripts/gemm_probe.py out=$OUT [shapes=decode16,qkv512] [workers=15] [timeout=120]
+(the stream-K shapes qkv784 ... o2657: TILESEARCH_STREAM_K=1 python scripts/gemm_probe.py ...)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 BASE = dict(block_k=64, num_stages=3, threads=128, panel_size=8, warp_policy="full_row", split_k=1,
-            persistent=False, epilogue="direct", tma=True, warp_specialize="on", swap_ab=False)
+            persistent=False, epilogue="direct", tma=True, warp_specialize="on", swap_ab=False, raster="row")
 
 
 def grid(**axes: Any) -> list[dict[str, Any]]:
@@ -45,6 +46,25 @@ def wide(m: int) -> list[dict[str, Any]]:
     return out
 
 
+def tail(n: int) -> list[dict[str, Any]]:
+    """Mid-size M, where the tiles fill a few waves and a fraction: the kernels the range chose
+    there (H200, 6144x4096), beside the stream-K program on three tile shapes (needs
+    TILESEARCH_STREAM_K=1, which puts the knob in the space)."""
+    base = {**BASE, "threads": 256, "warp_policy": "full_row", "epilogue": "smem", "stream_k": 1}
+    narrow = 192 if n % 192 == 0 else 128
+    template = [{**base, **knobs} for knobs in (
+        dict(block_m=128, block_n=narrow, num_stages=5, panel_size=16),
+        dict(block_m=128, block_n=256, num_stages=4, panel_size=8),
+        dict(block_m=128, block_n=narrow, num_stages=4, panel_size=16, persistent=True),
+        dict(block_m=128, block_n=256, num_stages=3, panel_size=8, persistent=True),
+        dict(block_m=256, block_n=128, num_stages=4, panel_size=8))]
+    streamed = [{**base, "block_m": bm, "block_n": bn, "num_stages": stages, "epilogue": epilogue, "persistent": True,
+                 "stream_k": slices, "panel_size": 8}
+                for bm, bn, smem_stages in ((128, 256, 3), (128, narrow, 4), (256, 128, 3))
+                for epilogue, stages in (("smem", smem_stages), ("direct", 4)) for slices in (2, 3, 4)]
+    return template + streamed
+
+
 SHAPES = {  # name: (m, n, k, dtype, layout), configurations
     "decode1": ((1, 4096, 4096, "bfloat16", "nt"), decode(16)),
     "decode16": ((16, 4096, 4096, "bfloat16", "nt"), decode(16)),
@@ -56,6 +76,8 @@ SHAPES = {  # name: (m, n, k, dtype, layout), configurations
                                                                                split_k=[1, 2, 4], threads=[256])),
     "qkv512": ((512, 4608, 3584, "float16", "nt"), wide(512)),
     "o2048": ((2048, 4096, 4096, "bfloat16", "nt"), wide(2048)),
+    **{f"{name}{m}": ((m, n, 4096, "bfloat16", "nt"), tail(n)) for name, n in (("qkv", 6144), ("o", 4096))
+       for m in (784, 1000, 2657)},
 }
 
 
@@ -71,7 +93,7 @@ def main(argv: list[str]) -> int:
     from tilesearch.runner.local import LocalRunner
 
     op = registry.load("gemm")
-    runner = LocalRunner(settings=MeasureSettings(final_processes=1), timeout=120)
+    runner = LocalRunner(settings=MeasureSettings(final_processes=1), timeout=float(opts.get("timeout", 120)))
     target = runner.start()
     todo: dict[str, list[Candidate]] = {}
     for name in names:
@@ -191,9 +213,9 @@ def _split(events: list[dict[str, Any]], parts: int) -> list[list[dict[str, Any]
 
 def _short(cfg: dict[str, Any]) -> str:
     keep = [f"{cfg['block_m']}x{cfg['block_n']}x{cfg['block_k']}", f"s{cfg['num_stages']}", f"t{cfg['threads']}"]
-    for key, label in (("split_k", "splitK"), ("swap_ab", "swap"), ("persistent", "pers"), ("epilogue", ""),
+    for key, label in (("split_k", "splitK"), ("stream_k", "streamK"), ("swap_ab", "swap"), ("persistent", "pers"), ("epilogue", ""),
                        ("warp_specialize", "ws"), ("warp_policy", "")):
-        if cfg.get(key) != BASE.get(key):
+        if cfg.get(key) != BASE.get(key, 1 if key == "stream_k" else None):
             keep.append(f"{label}{cfg[key]}" if label else str(cfg[key]))
     return " ".join(keep)
 

@@ -39,6 +39,10 @@ compiles the same kernel as before they existed):
   consumer warp groups and its barriers written out (:mod:`search_spaces.gemm_cluster` says why);
   with ``persistent`` its producer loads the next tile while the consumers store this one.
   Not searched by default (:data:`SEARCH_CLUSTER`).
+- ``stream_k``: 1 (off), or a persistent program whose last, partial wave of tiles is spread
+  over every SM in K, at most ``stream_k`` blocks to a tile, and fixed up inside the kernel
+  (:mod:`search_spaces.gemm_stream_k` says why and how): for sizes whose tiles fill a few waves
+  and a fraction. Not searched by default (:data:`SEARCH_STREAM_K`).
 - ``warp_specialize``: TileLang's producer/consumer split of the pipeline: ``on`` (its
   ``WarpSpecialized`` pass, the default), ``role_based`` (its newer automatic scheduler) or
   ``off``. With it on, ``threads`` counts the consumer threads and TileLang adds a producer warp
@@ -52,8 +56,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search_spaces import gemm_cluster, gemm_model
+from search_spaces import gemm_cluster, gemm_model, gemm_stream_k
 from search_spaces.gemm_cluster import CLUSTERS, SCHEDULES, cluster_gemm_program
+from search_spaces.gemm_stream_k import STREAM_K, stream_k_gemm_program
 from search_spaces.gemm_model import MMA_ROWS
 from tilesearch.composite import Composite, Dim, Launch, Workspace
 from tilesearch.op import Operator, Param, Problem, Tolerance
@@ -84,13 +89,17 @@ SEARCH_COLUMN_RASTER = False
 # still add a feature column, and with it reshuffle the cost model's column sampling on every
 # recorded dataset.
 SEARCH_CLUSTER = os.environ.get("TILESEARCH_CLUSTER") == "1"
+# Whether the search turns ``stream_k``: not until it is measured beside the template
+# (TILESEARCH_STREAM_K=1 offers it); while off the knob is not in the space, as with ``cluster``.
+SEARCH_STREAM_K = os.environ.get("TILESEARCH_STREAM_K") == "1"
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers per consumer thread; more spills on sm_90
 MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline fill and drain
 
 # the knobs added after the plain template, with the values that reproduce it
 DEFAULTS = {"split_k": 1, "persistent": False, "epilogue": "direct", "tma": True, "warp_specialize": "on",
             "swap_ab": False, "raster": "row",
-            **({"cluster": "off", "schedule": "cooperative"} if SEARCH_CLUSTER else {})}
+            **({"cluster": "off", "schedule": "cooperative"} if SEARCH_CLUSTER else {}),
+            **({"stream_k": 1} if SEARCH_STREAM_K else {})}
 SWAP_AB_MAX_M = 256  # swapped tiles and deeper pipelines are offered up to this M (decode, small batches)
 # A GEMM with few rows streams its weights: its speed is the bytes in flight (on the H100, 16-row
 # swapped tiles went from 37.7 to 21.7 us at n=k=4096 as they rose from 1.7 to 6.6 MB), so small
@@ -135,7 +144,7 @@ def smem_bytes(config: Mapping[str, Any], dtype: str) -> int:
     if c.get("schedule", "cooperative") == "pingpong":
         out *= 2  # a staging tile per consumer warp group
     apart = (c.get("persistent", False) or c.get("warp_specialize", "on") == "role_based"
-             or c.get("cluster", "off") != "off")
+             or c.get("cluster", "off") != "off" or c.get("stream_k", 1) > 1)
     return operands + out if apart else max(operands, out)
 
 
@@ -208,7 +217,8 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
         # store this one, and two stages leave them no slack.
         # (TileLang's pipeline: the cluster program's barriers hold the producer back itself)
         if (c.get("persistent", False) and c.get("warp_specialize", "on") != "off" and c["num_stages"] == 2
-                and c.get("epilogue", "direct") == "direct" and c.get("cluster", "off") == "off"):
+                and c.get("epilogue", "direct") == "direct" and c.get("cluster", "off") == "off"
+                and c.get("stream_k", 1) == 1):
             return ("persistent: a warp-specialized persistent loop with 2 stages and a direct epilogue "
                     "hangs (TileLang 0.1.15 on sm_90a)")
         return None
@@ -233,7 +243,20 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
             return "cluster: the cluster program keeps one stage of MMAs in flight, which needs num_stages >= 2"
         return None
 
-    checks = [shared_memory, registers, lowering, swapped, hangs, clustered]
+    def streamed(c: Mapping[str, Any]) -> str | None:
+        if c.get("stream_k", 1) == 1:
+            return None
+        if not c.get("persistent", False):
+            return "stream_k: the stream-K program is a persistent loop (persistent=True)"
+        if c.get("split_k", 1) > 1 or c.get("swap_ab", False) or c.get("cluster", "off") != "off":
+            return "stream_k: the stream-K program computes whole tiles, unswapped, unclustered, one K split"
+        if not c.get("tma", True) or c.get("warp_specialize", "on") != "on":
+            return "stream_k: the stream-K program loads with TMA and specializes its warp groups itself (tma=True, warp_specialize=on)"
+        if c["num_stages"] < 2:  # as the cluster program's: a stage is released once the next one's MMAs are issued
+            return "stream_k: the stream-K program keeps one stage of MMAs in flight, which needs num_stages >= 2"
+        return None
+
+    checks = [shared_memory, registers, lowering, swapped, hangs, clustered, streamed]
     if problem is None:
         return checks
     m, n, k, sms = problem["m"], problem["n"], problem["k"], target.num_sms
@@ -273,7 +296,7 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
 
     def persistent(c: Mapping[str, Any]) -> str | None:
         tiles = tile_count(problem, c)
-        if c.get("persistent", False) and tiles <= sms:
+        if c.get("persistent", False) and tiles <= sms and c.get("stream_k", 1) == 1:
             return f"persistent: {tiles} tiles fit in one wave over {sms} SMs"
         return None
 
@@ -298,7 +321,21 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
             return "cluster: one column of tiles, no pair to share A's tile"
         return None
 
-    return checks + [alignment, split_k, one_row, persistent, pairs]
+    def tail(c: Mapping[str, Any]) -> str | None:
+        slices = c.get("stream_k", 1)
+        if slices == 1:
+            return None
+        k_tiles = math.ceil(k / c["block_k"])
+        if k_tiles < slices * MIN_K_TILES_PER_SPLIT:
+            return f"stream_k: {k_tiles} K tiles in {slices} slices leave fewer than {MIN_K_TILES_PER_SPLIT} per slice"
+        size = element_bytes(problem["dtype"])
+        if k * size % 16 or (problem["layout"] == "nn" and n * size % 16):
+            return "stream_k: the stream-K program loads A and B by TMA, which needs 16-byte aligned rows of both"
+        if tile_count(problem, c) % sms == 0:
+            return f"stream_k: {tile_count(problem, c)} tiles make whole waves over {sms} SMs, no partial wave to spread"
+        return None
+
+    return checks + [alignment, split_k, one_row, persistent, pairs, tail]
 
 
 def tma_rows(problem: Mapping[str, Any]) -> tuple[bool, bool]:
@@ -357,6 +394,8 @@ class GemmOp(Operator):
         ]
         if SEARCH_CLUSTER:
             knobs += [Categorical("cluster", CLUSTERS), Categorical("schedule", SCHEDULES)]
+        if SEARCH_STREAM_K:
+            knobs.append(Categorical("stream_k", STREAM_K if most_tiles > sms else STREAM_K[:1]))
         return Space(knobs, constraints(problem["dtype"], target, problem))
 
     def program(self, problem: Problem, config: Config, target: Target, runtime: tuple[str, ...] = ()) -> Any:
@@ -373,6 +412,12 @@ class GemmOp(Operator):
                                         **{k: knobs[k] for k in used if k in knobs}, num_sms=target.num_sms)
         knobs.pop("cluster", None)
         knobs.pop("schedule", None)
+        if knobs.pop("stream_k", 1) > 1:
+            used = ("block_m", "block_n", "block_k", "num_stages", "threads", "panel_size", "warp_policy", "epilogue",
+                    "raster")
+            return stream_k_gemm_program(m, problem["n"], problem["k"], problem["dtype"], problem["layout"],
+                                         stream_k=config["stream_k"], **{k: knobs[k] for k in used if k in knobs},
+                                         num_sms=target.num_sms)
         return gemm_program(
             m, problem["n"], problem["k"], problem["dtype"], problem["layout"], **knobs, num_sms=target.num_sms
         )
@@ -383,6 +428,8 @@ class GemmOp(Operator):
         groups itself (:func:`search_spaces.gemm_cluster.pass_configs`)."""
         if config.get("cluster", "off") != "off":
             return gemm_cluster.pass_configs(config["cluster"])
+        if config.get("stream_k", 1) > 1:
+            return gemm_stream_k.pass_configs()
         ws = config.get("warp_specialize", "on")
         if ws == "off":
             return {"tl.disable_warp_specialized": True}
@@ -404,6 +451,11 @@ class GemmOp(Operator):
             target=target.tvm(),
             pass_configs=self.pass_configs(problem, config) or None,
         )
+        if config.get("stream_k", 1) > 1:
+            partials, counters = gemm_stream_k.workspace_shapes(config["block_m"], config["block_n"], target.num_sms)
+            return Composite([Launch(kernel, ("A", "B", "W", "S", "C"))], inputs=("A", "B"), outputs=("C",),
+                             workspaces=[Workspace("W", partials, "float32"),
+                                         Workspace("S", counters, "int32", zeroed=True)])
         splits = config.get("split_k", 1)
         if splits == 1:
             return kernel

@@ -59,11 +59,14 @@ def shape_from_json(shape: Sequence[int | str]) -> tuple[int | Dim, ...]:
 @dataclass(frozen=True)
 class Workspace:
     """Scratch memory of a composite program: a name its launches refer to, a shape, a torch
-    dtype name (``float32``)."""
+    dtype name (``float32``). ``zeroed``: allocated as zeros, for a program that finds it zero at
+    every call and leaves it so (counters that the last of a tile's blocks resets); otherwise
+    its contents are whatever the last call left."""
 
     name: str
     shape: tuple[int | Dim, ...]
     dtype: str
+    zeroed: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,8 @@ class Workspaces:
             numel = math.prod(shape)
             flat = self._buffers.get((device, spec.name))
             if flat is None or flat.numel() < numel:
-                flat = torch.empty(numel, device=device, dtype=getattr(torch, spec.dtype))
+                alloc = torch.zeros if spec.zeroed else torch.empty
+                flat = alloc(numel, device=device, dtype=getattr(torch, spec.dtype))
                 self._buffers[(device, spec.name)] = flat
             views[spec.name] = flat[:numel].view(shape)
         return views

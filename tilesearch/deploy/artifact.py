@@ -53,16 +53,23 @@ class BadTensorError(ValueError):
 @dataclass(frozen=True)
 class TensorSpec:
     """One tensor of the kernel: its name, shape and torch dtype name (``float16``). A dimension
-    that is a run-time value is its symbol's name (``"m"``, or ``"m:128"`` in a workspace)."""
+    that is a run-time value is its symbol's name (``"m"``, or ``"m:128"`` in a workspace).
+    ``zeroed``: a workspace allocated as zeros (:class:`tilesearch.composite.Workspace`); written
+    to ``metadata.json`` only where true, so the artifacts before it hash as they did."""
 
     name: str
     shape: tuple[int | str, ...]
     dtype: str
+    zeroed: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TensorSpec:
         shape = tuple(d if isinstance(d, str) else int(d) for d in data["shape"])
-        return cls(str(data["name"]), shape, str(data["dtype"]))
+        return cls(str(data["name"]), shape, str(data["dtype"]), bool(data.get("zeroed", False)))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+        return data | {"zeroed": True} if self.zeroed else data
 
 
 @dataclass(frozen=True)
@@ -162,7 +169,7 @@ class Metadata:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for key in ("inputs", "outputs", "workspaces"):
-            data[key] = [asdict(t) | {"shape": list(t.shape)} for t in getattr(self, key)]
+            data[key] = [t.to_dict() for t in getattr(self, key)]
         data["launches"] = [asdict(launch) | {"args": list(launch.args)} for launch in self.launches]
         return data
 

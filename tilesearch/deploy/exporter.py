@@ -322,7 +322,8 @@ def _metadata(
         LaunchSpec(libraries[id(launch.kernel)], _text(launch.kernel.prim_func.attrs["global_symbol"]), launch.args)
         for launch in program.launches
     )
-    workspaces = tuple(TensorSpec(w.name, tuple(shape_to_json(w.shape)), w.dtype) for w in program.workspaces.specs)
+    workspaces = tuple(TensorSpec(w.name, tuple(shape_to_json(w.shape)), w.dtype, w.zeroed)
+                       for w in program.workspaces.specs)
     record = choice.record
     found = versions.collect()
     found.update(tvm=tvm.__version__, tvm_ffi=tvm_ffi.__version__, torch_cuda=torch.version.cuda or "none")

@@ -99,7 +99,7 @@ def program(metadata: Metadata, path: Path) -> Composite:
         launches,
         inputs=[t.name for t in metadata.inputs],
         outputs=[t.name for t in metadata.outputs],
-        workspaces=[Workspace(w.name, shape_from_json(w.shape), w.dtype) for w in metadata.workspaces],
+        workspaces=[Workspace(w.name, shape_from_json(w.shape), w.dtype, w.zeroed) for w in metadata.workspaces],
         sizes={symbol: (str(where[0]), int(where[1])) for symbol, where in metadata.sizes.items()},
     )
 

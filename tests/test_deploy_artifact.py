@@ -25,6 +25,21 @@ def test_metadata_round_trips_through_the_file(tmp_path):
     assert data["inputs"][0] == {"name": "A", "shape": [256, 128], "dtype": "float16"}
 
 
+def test_a_zeroed_workspace_stays_zeroed_through_the_metadata_and_others_read_as_before():
+    """The stream-K counters must be zero at a loaded kernel's first call: ``zeroed`` survives the
+    round trip, and a workspace without it is written exactly as before (its artifacts' hashes)."""
+    from dataclasses import replace
+
+    from tilesearch.deploy.artifact import Metadata, TensorSpec
+
+    counters, partials = TensorSpec("S", (132,), "int32", zeroed=True), TensorSpec("W", ("m:128", 64), "float32")
+    metadata = replace(gemm_metadata(), workspaces=(partials, counters))
+    data = json.loads(json.dumps(metadata.to_dict()))
+    assert data["workspaces"] == [{"name": "W", "shape": ["m:128", 64], "dtype": "float32"},
+                                  {"name": "S", "shape": [132], "dtype": "int32", "zeroed": True}]
+    assert Metadata.from_dict(data).workspaces == (partials, counters)
+
+
 def test_files_and_content_are_hashed(tmp_path):
     sealed = write_placeholder(tmp_path)
     assert set(sealed.files) == {LIBRARY, "kernel.cu"}

@@ -58,8 +58,8 @@ from typing import Any
 
 from search_spaces import gemm_cluster, gemm_model, gemm_stream_k
 from search_spaces.gemm_cluster import CLUSTERS, SCHEDULES, cluster_gemm_program
-from search_spaces.gemm_stream_k import STREAM_K, stream_k_gemm_program
 from search_spaces.gemm_model import MMA_ROWS
+from search_spaces.gemm_stream_k import STREAM_K, stream_k_gemm_program
 from tilesearch.composite import Composite, Dim, Launch, Workspace
 from tilesearch.op import Operator, Param, Problem, Tolerance
 from tilesearch.space import Categorical, Config, IntRange, PowerOfTwo, Space
@@ -93,6 +93,7 @@ SEARCH_CLUSTER = os.environ.get("TILESEARCH_CLUSTER") == "1"
 # (TILESEARCH_STREAM_K=1 offers it); while off the knob is not in the space, as with ``cluster``.
 SEARCH_STREAM_K = os.environ.get("TILESEARCH_STREAM_K") == "1"
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers per consumer thread; more spills on sm_90
+MAX_SWAPPED_ACCUMULATORS = 192  # swapped tiles under TileLang's warp specialization (:func:`registers`)
 MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline fill and drain
 
 # the knobs added after the plain template, with the values that reproduce it
@@ -101,10 +102,33 @@ DEFAULTS = {"split_k": 1, "persistent": False, "epilogue": "direct", "tma": True
             **({"cluster": "off", "schedule": "cooperative"} if SEARCH_CLUSTER else {}),
             **({"stream_k": 1} if SEARCH_STREAM_K else {})}
 SWAP_AB_MAX_M = 256  # swapped tiles and deeper pipelines are offered up to this M (decode, small batches)
+# Up to this M swapped tiles are also offered with heights (A rows, the MMA's N side) that cover M
+# in a few whole tiles (:func:`swap_heights`). cuBLAS fits its tiles to the waves this way at
+# mid-size M (192 x 208 at 784 x 6144 x 4096: 128 tiles for 132 SMs). On an H200
+# (scripts/tile_probe.py set=swap, RESULTS.md) swapped 208x128 and 224x192 tiles ran 13-14% ahead
+# of the template's best at 784 rows (4096 and 6144 wide), 2-3% at 1000 and 2657 rows of 6144,
+# and even at 1000 and 2657 rows of 4096. Past this M the waves are many and the tail short.
+WAVE_SWAP_MAX_M = 4096
 # A GEMM with few rows streams its weights: its speed is the bytes in flight (on the H100, 16-row
 # swapped tiles went from 37.7 to 21.7 us at n=k=4096 as they rose from 1.7 to 6.6 MB), so small
 # problems may pipeline as deep as shared memory holds; cuBLAS runs 11 to 16 stages there.
 MAX_STAGES, MAX_STAGES_SMALL_M = 5, 12
+
+
+def swap_heights(m: int) -> tuple[int, ...]:
+    """Swapped tile heights (A rows) that cover ``m`` in ``r`` tiles for the three smallest ``r``
+    that fit (at most 256 rows a tile), rounded up to multiples of 16 (the MMA's N side: TileLang
+    issues N=8 MMAs for others) and of 32 (the same split between two warp groups), past 128:
+    ``784`` gives 208 and 224 (four tiles), 160 (five), 144 and 160 (six)."""
+    first = math.ceil(m / 256)
+    found = set()
+    for r in range(first, first + 3):
+        rows = math.ceil(m / r)
+        for step in (16, 32):
+            height = math.ceil(rows / step) * step
+            if 128 < height <= 256:
+                found.add(height)
+    return tuple(sorted(found - {256}))
 
 
 def block_n_values(n: int) -> tuple[int, ...]:
@@ -164,11 +188,16 @@ def tile_count(problem: Mapping[str, Any], config: Mapping[str, Any]) -> int:
 
 def registers(c: Mapping[str, Any]) -> str | None:
     """Why a tile needs more float32 accumulators per thread than fit in registers (also used by
-    other tile-GEMM operators)."""
+    other tile-GEMM operators). A swapped tile under TileLang's warp specialization may hold
+    :data:`MAX_SWAPPED_ACCUMULATORS`: its consumer warp groups get 240 registers a thread
+    (``setmaxnreg``), and ptxas kept 156, 168 and 192 accumulators of 208x192, 224x192 and
+    256x192 swapped tiles without a spill (sm_90a, 2026-11-29)."""
     owners = 128 if c.get("schedule", "cooperative") == "pingpong" else c["threads"]  # threads holding a tile
     acc = c["block_m"] * c["block_n"] // owners
-    if acc > MAX_ACCUMULATORS_PER_THREAD:
-        return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
+    wide = c.get("swap_ab", False) and c.get("warp_specialize", "on") == "on" and c.get("cluster", "off") == "off"
+    limit = MAX_SWAPPED_ACCUMULATORS if wide else MAX_ACCUMULATORS_PER_THREAD
+    if acc > limit:
+        return f"registers: {acc} float32 accumulators per thread > {limit}"
     return None
 
 
@@ -198,14 +227,29 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
         return None
 
     def swapped(c: Mapping[str, Any]) -> str | None:
-        if c["block_m"] < MMA_ROWS and not c.get("swap_ab", False):
-            return f"block_m: {c['block_m']} rows are fewer than a warp group's MMA ({MMA_ROWS}); only swap_ab tiles are that short"
-        if c.get("swap_ab", False):
-            if c["warp_policy"] != "full_row":
-                return "swap_ab: the warp groups split the tile's block_n weight rows (full_row); other policies are the same kernel or invalid"
-            rows = MMA_ROWS * c["threads"] // 128
-            if c["block_n"] % rows:
-                return f"swap_ab: block_n {c['block_n']} is not a multiple of the warp groups' MMA rows ({rows})"
+        bm = c["block_m"]
+        if not c.get("swap_ab", False):
+            if bm < MMA_ROWS:
+                return f"block_m: {bm} rows are fewer than a warp group's MMA ({MMA_ROWS}); only swap_ab tiles are that short"
+            if bm & (bm - 1):
+                return f"block_m: {bm} rows: unswapped tiles are 64, 128 or 256 rows (other heights are swapped tiles' A rows)"
+            return None
+        groups = c["threads"] // 128
+        if c["warp_policy"] == "full_col" and bm > 128 and groups > 1:
+            # the tall tiles of mid-size M: the two warp groups split the A rows (the MMA's N side)
+            if bm % (16 * groups):
+                return f"swap_ab: block_m {bm} does not split into {groups} MMAs of a multiple of 16 columns"
+            if c["block_n"] % MMA_ROWS:
+                return f"swap_ab: block_n {c['block_n']} is not a multiple of a warp group's MMA rows ({MMA_ROWS})"
+            return None
+        if c["warp_policy"] != "full_row":
+            return ("swap_ab: the warp groups split the tile's block_n weight rows (full_row), or a tile's more than "
+                    "128 A rows (full_col); other policies are the same kernel or invalid")
+        if bm > 16 and bm % 16:
+            return f"swap_ab: block_m {bm} is not a multiple of 16 (the MMA's N side)"
+        rows = MMA_ROWS * groups
+        if c["block_n"] % rows:
+            return f"swap_ab: block_n {c['block_n']} is not a multiple of the warp groups' MMA rows ({rows})"
         return None
 
     def hangs(c: Mapping[str, Any]) -> str | None:
@@ -371,13 +415,15 @@ class GemmOp(Operator):
         """The knobs; ``split_k`` and ``persistent`` only take values some tile shape can use
         on this problem (the constraints prune the rest per configuration)."""
         m, n, k, sms = problem["m"], problem["n"], problem["k"], target.num_sms
-        small = m <= SWAP_AB_MAX_M
+        small, mid = m <= SWAP_AB_MAX_M, SWAP_AB_MAX_M < m <= WAVE_SWAP_MAX_M
+        heights = swap_heights(m) if mid else ()
         # the largest tiles the register limit allows are 128 x 256 and 256 x 128 (two warp groups)
         fewest_tiles = min(math.ceil(m / 128) * math.ceil(n / 256), math.ceil(m / 256) * math.ceil(n / 128))
         most_tiles = math.ceil(m / (16 if small else MMA_ROWS)) * math.ceil(n / 64)
         most_splits = min(16, math.ceil(k / 32) // MIN_K_TILES_PER_SPLIT) if fewest_tiles < sms else 1
         knobs = [
-            PowerOfTwo("block_m", 16 if small else MMA_ROWS, 256),
+            (Categorical("block_m", tuple(sorted({64, 128, 256, *heights}))) if heights
+             else PowerOfTwo("block_m", 16 if small else MMA_ROWS, 256)),
             block_n_knob(n),
             PowerOfTwo("block_k", 32, 128),
             IntRange("num_stages", 1, MAX_STAGES_SMALL_M if small else MAX_STAGES),
@@ -390,7 +436,7 @@ class GemmOp(Operator):
             Categorical("epilogue", EPILOGUES),
             Categorical("tma", (True, False)),
             Categorical("warp_specialize", WARP_SPECIALIZE),
-            Categorical("swap_ab", (False, True) if small else (False,)),
+            Categorical("swap_ab", (False, True) if small or heights else (False,)),
         ]
         if SEARCH_CLUSTER:
             knobs += [Categorical("cluster", CLUSTERS), Categorical("schedule", SCHEDULES)]

@@ -303,7 +303,9 @@ def refits(problem: Mapping[str, Any], space: Space, target: Target, config: Map
     one wave (128x96: 2 x 64 blocks) was invalid swapped; unswapped, it won the 235-row search,
     where the range served it at 17.3% regret."""
     m, cols, sms = problem["m"], problem["n"], target.num_sms
-    heights = (16, 32, 64, 128, 256)  # below 64 rows only swapped tiles, where the space offers them
+    # below 64 rows only swapped tiles, where the space offers them; the space's other heights
+    # (mid-size M: swapped tiles that cover M in a few tiles) as well
+    heights = sorted({16, 32, 64, 128, 256} | set(space["block_m"].values()))
     fits: list[tuple[int, float, int, int, int]] = []
     for bm in heights:
         if bm // 2 >= m and bm > 16:
@@ -330,8 +332,10 @@ def refits(problem: Mapping[str, Any], space: Space, target: Target, config: Map
             tile = {**config, "block_m": bm, "block_n": bn, "split_k": split}
             if bm < MMA_ROWS:  # the short tiles of decoding are swapped: the weights' rows split the warps
                 routes = [{**tile, "swap_ab": True, "warp_policy": "full_row"}]
-            else:  # as ``config`` computes it, else the other way round (a swapped 128x96 is invalid)
-                routes = [tile, {**tile, "swap_ab": not tile.get("swap_ab", False), "warp_policy": "full_row"}]
+            else:  # as ``config`` computes it, else the other way round (a swapped 128x96 is invalid);
+                # a tall swapped tile's warp groups may split its A rows instead (224x192)
+                other = {**tile, "swap_ab": not tile.get("swap_ab", False), "warp_policy": "full_row"}
+                routes = [tile, other, {**other, "warp_policy": "full_col"}]
             for route in routes:
                 fitted = _fitted(space, route, depth // (bm + bn))
                 if fitted is not None:

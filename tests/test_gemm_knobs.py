@@ -39,6 +39,30 @@ def test_swapped_tiles_and_deep_pipelines_are_offered_for_few_rows_only():
     assert decode["num_stages"].values()[-1] == 12 and big["num_stages"].values()[-1] == 5
 
 
+def test_mid_size_m_offers_swapped_tiles_whose_heights_cover_m_in_a_few_tiles():
+    """Between 257 and 4096 rows the A rows of a swapped tile (the MMA's N side) may be any
+    multiple of 16 that covers M in a few tiles, as cuBLAS's tiles do (208 at 784 rows)."""
+    from search_spaces.gemm import swap_heights
+
+    assert swap_heights(784) == (144, 160, 208, 224) and swap_heights(2657) == (208, 224)
+    mid, big = space_of(784, 6144, 4096, dtype="bfloat16", layout="nt"), space_of(8192, 8192, 8192)
+    assert mid["swap_ab"].values() == (False, True) and mid["block_m"].values() == (64, 128, 144, 160, 208, 224, 256)
+    assert big["block_m"].values() == (64, 128, 256)  # past 4096 rows as before
+    tall = config(block_m=224, block_n=192, block_k=64, num_stages=4, threads=256, warp_policy="full_col",
+                  swap_ab=True, epilogue="smem")
+    assert mid.why_invalid(tall) is None  # 168 accumulators a thread: a swapped tile may hold 192
+    assert mid.why_invalid({**tall, "swap_ab": False, "block_n": 128}).startswith(
+        "block_m: 224 rows: unswapped tiles are 64, 128")
+    # two warp groups of 104 columns: TileLang would issue N=8 MMAs
+    assert "does not split into 2 MMAs" in mid.why_invalid({**tall, "block_m": 208})
+    assert "block_n 192 is not a multiple of the warp groups' MMA rows (128)" in mid.why_invalid(
+        {**tall, "block_m": 208, "warp_policy": "full_row"})
+    assert mid.why_invalid({**tall, "block_m": 208, "block_n": 128, "warp_policy": "full_row"}) is None
+    assert mid.why_invalid({**tall, "warp_policy": "square"}).startswith("swap_ab: the warp groups split")
+    assert mid.why_invalid({**tall, "warp_specialize": "off", "tma": False}).startswith("registers: 168")
+    assert mid.why_invalid({**tall, "block_m": 256, "block_n": 256, "num_stages": 2}).startswith("registers: 256")
+
+
 def test_swapped_tile_constraints_say_why():
     decode = space_of(16, 4096, 4096)
     swapped = config(block_m=16, block_n=64, block_k=128, threads=128, warp_policy="full_row", swap_ab=True,

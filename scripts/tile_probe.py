@@ -1,11 +1,18 @@
-"""Where the stream-K program's time goes: the template, its persistent loop and the stream-K
-program (and two cut-down variants of it, whose results are wrong by design: ``nofix`` stores
-each piece straight to C, ``noreads`` does the fix-up's writes and counting but not its reads)
-built at a few mid-size shapes and timed interleaved with ``torch.matmul`` (CUDA events, L2
-flushed before every call, median of the rounds). A diagnosis, not a result.
+"""Kernels of one tile shape or program beside each other and ``torch.matmul``, at a few mid-size
+shapes: each built (whether or not today's space offers it), checked against float64 and timed
+interleaved with ``torch.matmul`` (CUDA events, L2 flushed before every call, median of the
+rounds). A look at the kernels, not a result of the search. Sets:
 
-usage: python scripts/stream_k_probe.py [rounds=40] [only=o784:sk] (only: one shape and variant,
-run once after warm-up, for ``ncu``)
+- ``stream_k``: the template, its persistent loop and the stream-K program at the same tiles.
+  (At ``9ae73aa`` the program had a diagnostic switch, ``nofix``: each piece stored straight to
+  C, wrong by design, which this script timed to split the fix-up's cost from the pipeline's;
+  RESULTS.md has those figures.)
+- ``swap``: swapped tiles whose A rows sit on the MMA's N side, which takes any multiple of 16
+  up to 256, sized so the tiles fill whole waves (as cuBLAS's tiles do at these shapes: 192x208
+  at 784 x 6144, 128x248 at 2657 x 6144), beside the template's kernels the range chose there.
+
+usage: python scripts/tile_probe.py [set=stream_k|swap] [rounds=40] [only=o784:sk_256] (only: one
+shape and variant, run once after warm-up, for ``ncu``)
 """
 
 from __future__ import annotations
@@ -16,33 +23,49 @@ import sys
 
 os.environ["TILESEARCH_STREAM_K"] = "1"
 
-SHAPES = {"o784": (784, 4096, 4096), "qkv784": (784, 6144, 4096), "qkv1000": (1000, 6144, 4096),
-          "qkv2657": (2657, 6144, 4096), "o2657": (2657, 4096, 4096)}
+SHAPES = {"o784": (784, 4096, 4096), "o1000": (1000, 4096, 4096), "qkv784": (784, 6144, 4096),
+          "qkv1000": (1000, 6144, 4096), "qkv2657": (2657, 6144, 4096), "o2657": (2657, 4096, 4096)}
 BASE = dict(block_k=64, threads=256, warp_policy="full_row", split_k=1, tma=True, warp_specialize="on",
             swap_ab=False, raster="row", epilogue="smem", stream_k=1, persistent=False, panel_size=8)
 
 
-DIAGS = ("", "nofix")
-
-
-def variants(n: int) -> dict[str, tuple[dict, str]]:
+def stream_k(m: int, n: int) -> dict[str, dict]:
     narrow = 192 if n % 192 == 0 else 128
     out = {}
     for bn in (256, narrow):
         smem_stages = 3 if bn == 256 else 4
-        out[f"tmpl_{bn}"] = (dict(BASE, block_m=128, block_n=bn, num_stages=smem_stages + 1 if bn != 256 else 4), "")
-        out[f"pers_{bn}"] = (dict(BASE, block_m=128, block_n=bn, num_stages=smem_stages, persistent=True), "")
-        for diag in DIAGS:
-            out[f"sk{diag}_{bn}"] = (dict(BASE, block_m=128, block_n=bn, num_stages=smem_stages, persistent=True,
-                                          stream_k=3), diag)
+        out[f"tmpl_{bn}"] = dict(BASE, block_m=128, block_n=bn, num_stages=smem_stages + 1 if bn != 256 else 4)
+        out[f"pers_{bn}"] = dict(BASE, block_m=128, block_n=bn, num_stages=smem_stages, persistent=True)
+        out[f"sk_{bn}"] = dict(BASE, block_m=128, block_n=bn, num_stages=smem_stages, persistent=True, stream_k=3)
     return out
+
+
+def swap(m: int, n: int) -> dict[str, dict]:
+    """The template's best at each size in the H200 range (6144x4096) or probe (4096x4096), and
+    swapped tiles: ``block_m`` A rows (the MMA's N side, split between the two consumer warp
+    groups with ``full_col``) by ``block_n`` B rows, as few row tiles as cover M."""
+    narrow = 192 if n % 192 == 0 else 128
+    out = {"tmpl_128x256": dict(BASE, block_m=128, block_n=256, num_stages=4),
+           f"tmpl_128x{narrow}": dict(BASE, block_m=128, block_n=narrow, num_stages=5, panel_size=16),
+           f"pers_128x{narrow}": dict(BASE, block_m=128, block_n=narrow, num_stages=4, panel_size=16, persistent=True)}
+    rows = -(-m // 4)  # four row tiles
+    for bn, policy, step in ((narrow, "full_col", 32), (128, "full_row", 16)):
+        wide = min(256, -(-rows // step) * step)  # each warp group's N a multiple of 16 (else TileLang issues N=8)
+        for stages in (3, 4):
+            config = dict(BASE, swap_ab=True, block_m=wide, block_n=bn, num_stages=stages, warp_policy=policy)
+            out[f"swap_{wide}x{bn}_{policy}_s{stages}"] = config
+    if m > 2000:  # four waves of 256-row swapped tiles
+        out["swap_256x128_full_row_s4"] = dict(BASE, swap_ab=True, block_m=256, block_n=128, num_stages=4)
+    return out
+
+
+SETS = {"stream_k": stream_k, "swap": swap}
 
 
 def main(argv: list[str]) -> int:
     opts = dict(a.split("=", 1) for a in argv)
     import torch
 
-    from search_spaces import gemm_stream_k
     from search_spaces.gemm import GemmOp
     from tilesearch.target import detect
 
@@ -62,22 +85,24 @@ def main(argv: list[str]) -> int:
         base = op.baseline(problem, (a, b))
         calls = {"torch": base}
         notes = {}
-        for label, (config, diag) in variants(n).items():
+        for label, config in SETS[opts.get("set", "stream_k")](m, n).items():
             if only and only != f"{name}:{label}":
                 continue
             why = op.space(problem, target).why_invalid(config)
-            if why:
+            if why and "not in" not in why and "swap_ab" not in why:  # values today's space leaves out are built
                 notes[label] = f"invalid: {why}"
                 continue
-            gemm_stream_k._DIAG = diag
-            kernel = op.build(problem, config, target)
+            try:
+                kernel = op.build(problem, config, target)
+            except Exception as error:  # a probe reports what does not build and goes on
+                notes[label] = f"build failed: {str(error).splitlines()[-1][:200]}"
+                continue
             c = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
             kernel(a, b, c)
             torch.cuda.synchronize()
             err = ((c.double() - ref).norm() / ref.norm()).item()
-            notes[label] = f"rel err {err:.1e}"
-            calls[label] = (lambda kernel=kernel, c=c: kernel(a, b, c))
-        gemm_stream_k._DIAG = ""
+            notes[label] = f"rel err {err:.1e}" + (f"; outside today's space: {why}" if why else "")
+            calls[label] = (lambda kernel=kernel, a=a, b=b, c=c: kernel(a, b, c))
         if only:
             for fn in calls.values():
                 fn()

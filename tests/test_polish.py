@@ -28,7 +28,9 @@ def test_the_last_trials_are_the_searched_best_s_untried_steps():
     searched = calls[:21]
     best = min((c for c in searched if gemm_latency(problem.to_dict(), c, TARGET) is not None),
                key=lambda c: gemm_latency(problem.to_dict(), c, TARGET))
-    near = [config_key(c) for c in space.steps(best) + registry.load("gemm").rivals(problem.to_dict(), best)]
+    op = registry.load("gemm")
+    near = [config_key(c) for c in space.steps(best) + op.rivals(problem.to_dict(), best)
+            + op.refits(problem.to_dict(), space, TARGET, best, 9)]
     assert all(config_key(c) in near for c in calls[21:])
     assert result.measured_now == 24
 
@@ -91,9 +93,10 @@ def test_the_strategy_s_model_orders_the_polish_s_steps():
     op = registry.load("gemm")
     best = min((c for c in calls[:42] if gemm_latency(problem.to_dict(), c, TARGET) is not None),
                key=lambda c: gemm_latency(problem.to_dict(), c, TARGET))
-    rivals = {config_key(c) for c in op.rivals(problem.to_dict(), best)}
-    stepped = [config_key(c) for c in calls[42:] if config_key(c) not in rivals]
     searched = {config_key(c) for c in calls[:42]}
+    rivals = {config_key(c) for c in op.rivals(problem.to_dict(), best)}
+    rivals |= {config_key(c) for c in op.refits(problem.to_dict(), space, TARGET, best, 9)}  # before the steps
+    stepped = [config_key(c) for c in calls[42:] if config_key(c) not in rivals]
     untried = [c for c in space.steps(best) if config_key(c) not in searched | rivals]
     expected = sorted(untried, key=lambda c: -c["num_stages"])  # stable: knob order on ties
     assert len({c["num_stages"] for c in untried}) > 1, "the test needs steps the rank tells apart"
@@ -103,3 +106,30 @@ def test_the_strategy_s_model_orders_the_polish_s_steps():
 def test_a_grid_gets_no_polish():
     space, calls, _, _ = _tune(24, 3, strategy="grid")
     assert [config_key(c) for c in calls] == [config_key(c) for c in list(space.enumerate())[:24]]
+
+
+def test_the_polish_measures_the_best_s_untried_refits_after_its_rivals():
+    """The best's refits (the same work in tiles that fill the waves) follow its rivals: a search
+    that settled on one tile shape may never have timed the swapped tile that fits M."""
+    from tilesearch.tuner import POLISH_REFITS
+
+    space, calls, problem, _ = _tune(40, 12)
+    op, keys = registry.load("gemm"), [config_key(c) for c in calls]
+    # the polish begins once every search result is in, with the best so far's untried rivals
+    for start in range(8, len(calls)):
+        best = min((c for c in calls[:start] if gemm_latency(problem.to_dict(), c, TARGET) is not None),
+                   key=lambda c: gemm_latency(problem.to_dict(), c, TARGET))
+        seen = set(keys[:start])
+        rivals = [config_key(c) for c in op.rivals(problem.to_dict(), best)
+                  if space.is_valid(c) and config_key(c) not in seen]
+        if rivals and keys[start:start + len(rivals)] == rivals:
+            break
+    else:
+        raise AssertionError("no run of the best's rivals found: the test needs a best with an untried rival")
+    refits = [config_key(c) for c in op.refits(problem.to_dict(), space, TARGET, best, 3 * POLISH_REFITS)
+              if config_key(c) not in seen][:POLISH_REFITS]
+    refits = [r for r in refits if r not in rivals]
+    assert refits, "the test needs a best with an untried refit"
+    after = start + len(rivals)
+    assert len(keys) - after >= 2, "the test needs a budget that reaches the refits"
+    assert keys[after:after + len(refits)] == refits[:len(keys) - after]

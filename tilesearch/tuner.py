@@ -56,6 +56,12 @@ from tilesearch.strategy.hints import Hinted
 from tilesearch.target import Target
 
 MAX_IDLE_PROPOSALS = 64  # proposals in a row that launch nothing before falling back to random
+POLISH_REFITS = 3
+"""Refits of the best configuration the polish times (:meth:`Tuner._start_polish`). At 784 x 4096
+x 4096 on an H200 (2026-11-29, ``e4f2491``) a 40-trial xgb search settled on 128x256 tiles (112, one
+wave 85% full, 0.86x ``torch.matmul``) and never timed the swapped 208x128 tile that covers M in
+four tile rows (128 tiles), which ``scripts/tile_probe.py`` had measured at 0.97x; it is that
+configuration's second refit."""
 # The strategy is asked for this many proposals at a time (fewer with a smaller compile pool),
 # after as many results: a fixed round, so that what it has seen when it proposes does not depend
 # on how fast compiles finish, and large enough that a cost model scores its candidate pool once
@@ -548,9 +554,11 @@ class _Loop:
 
     def _start_polish(self) -> None:
         """Every search result is in: the rest of the budget goes to the best configuration's
-        untried rivals (:meth:`~tilesearch.op.Operator.rivals`), then its untried one-step
-        neighbours (:meth:`~tilesearch.space.Space.steps`), the most promising first by the
-        strategy's model (:meth:`~tilesearch.strategy.Strategy.rank`), else by the op's estimate."""
+        untried rivals (:meth:`~tilesearch.op.Operator.rivals`), then its first
+        :data:`POLISH_REFITS` untried refits (:meth:`~tilesearch.op.Operator.refits`: the same
+        work in pieces that fill the GPU's waves), then its untried one-step neighbours
+        (:meth:`~tilesearch.space.Space.steps`), the most promising first by the strategy's model
+        (:meth:`~tilesearch.strategy.Strategy.rank`), else by the op's estimate."""
         self.polishing = True
         best = self.db.best(1)
         if not best:
@@ -563,8 +571,10 @@ class _Loop:
         order = sorted(range(len(steps)), key=lambda i: -scores[i])  # stable: knob order on ties
         steps = [steps[i] for i in order]
         rivals = [c for c in self.context.op.rivals(problem, config) if self.space.why_invalid(c) is None]
+        refits = [c for c in self.context.op.refits(problem, self.space, self.target, config, 3 * POLISH_REFITS)
+                  if self._taken(c) is None][:POLISH_REFITS]
         untried, seen = [], set()
-        for c in rivals + steps:
+        for c in rivals + refits + steps:
             if config_key(c) not in seen and self._taken(c) is None:
                 seen.add(config_key(c))
                 untried.append(c)

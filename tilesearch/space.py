@@ -20,6 +20,8 @@ from typing import Any
 
 import optuna.distributions as od
 
+from tilesearch import walk
+
 Config = dict[str, Any]
 Constraint = Callable[[Mapping[str, Any]], "str | None"]
 
@@ -183,11 +185,13 @@ class Space:
         return self.why_invalid(config) is None
 
     def enumerate(self, *, valid_only: bool = True) -> Iterator[Config]:
-        """All configurations in knob order, by default only the valid ones."""
+        """All configurations in knob order, by default only the valid ones (found without
+        checking each one of the product: :mod:`tilesearch.walk`)."""
+        if valid_only:
+            yield from walk.valid(self._names, self._values, self.constraints)
+            return
         for combo in itertools.product(*self._values):
-            config = dict(zip(self._names, combo))
-            if not valid_only or self.why_invalid(config) is None:
-                yield config
+            yield dict(zip(self._names, combo))
 
     def count_valid(self) -> int:
         return sum(1 for _ in self.enumerate())

@@ -1,0 +1,133 @@
+"""Whether NVRTC could compile the search's kernels faster than nvcc, and to the same kernels
+(fast-tuning issue: "compile with a faster backend where the kernels are identical"). CPU only.
+
+Samples ``configs`` valid GEMM configurations at two shapes (8192^3 float16 nn, 784x4096x4096
+bfloat16 nt), lowers each with TileLang and catches its device code where TileLang asks nvcc for
+a cubin. Each code is then compiled twice in this process: by nvcc as TileLang does, and by NVRTC
+as TileLang's own NVRTC backend does (its ``nvrtc_std.h`` prelude, ``-default-device``) with
+automatic precompiled headers (``-pch``), which NVRTC keeps in the process and reuses for the next
+code with the same includes. Prints the seconds of each, and whether the cubins' code
+(``.text``) and everything else but debug data and notes (:func:`tilesearch.builder.batch.code_sections`)
+agree.
+
+Needs nvcc, and NVRTC for Python: ``pip install "cuda-bindings==13.0.*" "nvidia-cuda-nvrtc==13.0.*"``
+and ``LD_LIBRARY_PATH`` naming the folder of ``libnvrtc.so.13`` (site-packages/nvidia/cu13/lib).
+
+usage: python scripts/nvrtc_probe.py [configs=6] [seed=0]
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+SHAPES = (dict(m=8192, n=8192, k=8192, dtype="float16", layout="nn"),
+          dict(m=784, n=4096, k=4096, dtype="bfloat16", layout="nt"))
+
+
+def device_codes(configs: int, seed: int) -> list[str]:
+    """The device code of each sampled configuration, as TileLang hands it to its compile hook."""
+    from tilelang.cuda import backend
+
+    from tilesearch import registry
+    from tilesearch.builder import batch
+    from tilesearch.target import Target
+
+    op, target = registry.load("gemm"), Target.from_arch("sm_90a")
+    codes: list[str] = []
+
+    def hook(code, tvm_target, pass_config=None):
+        codes.append(str(code))
+        return backend.tilelang_callback_cuda_compile(code, tvm_target, pass_config)
+
+    batch._register(hook)
+    rng = random.Random(seed)
+    try:
+        for shape in SHAPES:
+            problem = op.problem(**shape)
+            space = op.space(problem, target)
+            for _ in range(configs):
+                op.build(problem, space.sample(rng), target)
+    finally:
+        batch._register(backend.tilelang_callback_cuda_compile)
+    return codes
+
+
+def by_nvcc(code: str, includes: list[str]) -> tuple[bytes, float]:
+    from tilelang.contrib.cc import get_cplus_compiler
+    from tilelang.contrib.nvcc import get_nvcc_compiler
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source = os.path.join(tmp, "k.cu")
+        with open(source, "w") as f:
+            f.write(code)
+        began = time.perf_counter()
+        subprocess.run([get_nvcc_compiler(), f"-ccbin={get_cplus_compiler()}", "--cubin", "-O3", "-lineinfo",
+                        "-arch=sm_90a", "-std=c++20", *includes, source, "-o", source + ".cubin"],
+                       check=True, capture_output=True)
+        spent = time.perf_counter() - began
+        with open(source + ".cubin", "rb") as f:
+            return f.read(), spent
+
+
+def by_nvrtc(code: str, includes: list[str]) -> tuple[bytes, float]:
+    import cuda.bindings.nvrtc as nvrtc
+
+    options = [b"--gpu-architecture=sm_90a", b"-std=c++20", b"-lineinfo", b"-default-device", b"-pch",
+               *(i.encode() for i in includes)]
+    source = ("#include <tl_templates/cuda/nvrtc_std.h>\n" + code).encode()
+    began = time.perf_counter()
+    _, program = nvrtc.nvrtcCreateProgram(source, b"k.cu", 0, [], [])
+    status = nvrtc.nvrtcCompileProgram(program, len(options), options)[0]
+    spent = time.perf_counter() - began
+    if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, size = nvrtc.nvrtcGetProgramLogSize(program)
+        log = bytes(size)
+        nvrtc.nvrtcGetProgramLog(program, log)
+        raise RuntimeError(log.decode(errors="replace")[-2000:])
+    _, size = nvrtc.nvrtcGetCUBINSize(program)
+    cubin = bytes(size)
+    nvrtc.nvrtcGetCUBIN(program, cubin)
+    nvrtc.nvrtcDestroyProgram(program)
+    return cubin, spent
+
+
+def main(argv: list[str]) -> int:
+    import tilelang  # noqa: F401 - before tvm
+    from tilelang.contrib.nvcc import get_nvcc_compiler
+    from tilelang.env import CUTLASS_INCLUDE_DIR, TILELANG_TEMPLATE_PATH
+    from tilelang.jit.adapter.nvrtc.include_paths import discover_cuda_include_paths
+
+    from tilesearch.builder.batch import code_sections
+
+    args = dict(arg.split("=", 1) for arg in argv)
+    codes = device_codes(int(args.get("configs", 6)), int(args.get("seed", 0)))
+    includes = ["-I" + TILELANG_TEMPLATE_PATH, "-I" + CUTLASS_INCLUDE_DIR]
+    toolkit = os.path.dirname(os.path.dirname(get_nvcc_compiler()))
+    rtc_includes = includes + ["-I" + p for p in discover_cuda_include_paths(toolkit)]
+    print(f"{'code':>4} {'nvcc s':>7} {'nvrtc s':>8}  text  rest")
+    rows = []
+    for i, code in enumerate(codes):
+        a, nvcc_s = by_nvcc(code, includes)
+        b, nvrtc_s = by_nvrtc(code, rtc_includes)
+        mine, theirs = code_sections(a), code_sections(b)
+        names = set(mine) | set(theirs)
+        text = all(mine.get(n) == theirs.get(n) for n in names if n.startswith(".text"))
+        rest = all(mine.get(n) == theirs.get(n) for n in names if not n.startswith(".text"))
+        rows.append((nvcc_s, nvrtc_s, text, rest))
+        print(f"{i:4d} {nvcc_s:7.2f} {nvrtc_s:8.2f}  {'same' if text else 'DIFF'}  {'same' if rest else 'DIFF'}", flush=True)
+    later = rows[1:]
+    if later:
+        nvcc_all = sorted(r[0] for r in later)
+        nvrtc_all = sorted(r[1] for r in later)
+        print(f"after the first code: median nvcc {nvcc_all[len(later) // 2]:.2f} s, nvrtc {nvrtc_all[len(later) // 2]:.2f} s; "
+              f"identical code in {sum(r[2] for r in rows)} of {len(rows)}, identical otherwise in {sum(r[3] for r in rows)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -92,6 +92,7 @@ def test_the_knobs_most_constraints_read_are_walked_first():
     ("gemm", dict(m=784, n=4096, k=4096, dtype="bfloat16", layout="nt")),  # swapped heights sized to M
     ("gemm", dict(m=8192, n=8192, k=8192, dtype="float16")),
     ("einsum_sum", dict(t=100, k=77, h=3, d=64, out_dtype="bfloat16")),
+    ("grouped_gemm", dict(experts=8, tokens=4096, n=1024, k=2048)),  # an out-of-tree plugin's constraints
 ])
 def test_an_operators_space_walks_to_the_filtered_list(op, params):
     operator = load(op)

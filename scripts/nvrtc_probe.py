@@ -13,7 +13,14 @@ agree.
 Needs nvcc, and NVRTC for Python: ``pip install "cuda-bindings==13.0.*" "nvidia-cuda-nvrtc==13.0.*"``
 and ``LD_LIBRARY_PATH`` naming the folder of ``libnvrtc.so.13`` (site-packages/nvidia/cu13/lib).
 
-usage: python scripts/nvrtc_probe.py [configs=6] [seed=0]
+With ``gpu=1`` (on the GPU host) it also answers what the CPU cannot: each sampled configuration
+is built twice, its device code compiled by nvcc and by NVRTC (TileLang's kernel cache off, so each
+build compiles), both kernels are checked against float64, and they are timed interleaved (CUDA
+events, L2 flushed before every call, ``rounds`` rounds after warm-up). It prints the ratio of
+nvcc's median to NVRTC's with its 95% interval (paired bootstrap over rounds): above 1, NVRTC's kernel
+is faster. Not yet run on a GPU (2026-11-29).
+
+usage: python scripts/nvrtc_probe.py [configs=6] [seed=0] [gpu=1 rounds=40]
 """
 
 from __future__ import annotations
@@ -105,10 +112,12 @@ def main(argv: list[str]) -> int:
     from tilesearch.builder.batch import code_sections
 
     args = dict(arg.split("=", 1) for arg in argv)
-    codes = device_codes(int(args.get("configs", 6)), int(args.get("seed", 0)))
     includes = ["-I" + TILELANG_TEMPLATE_PATH, "-I" + CUTLASS_INCLUDE_DIR]
     toolkit = os.path.dirname(os.path.dirname(get_nvcc_compiler()))
     rtc_includes = includes + ["-I" + p for p in discover_cuda_include_paths(toolkit)]
+    if args.get("gpu") == "1":
+        return on_gpu(int(args.get("configs", 6)), int(args.get("seed", 0)), int(args.get("rounds", 40)), rtc_includes)
+    codes = device_codes(int(args.get("configs", 6)), int(args.get("seed", 0)))
     print(f"{'code':>4} {'nvcc s':>7} {'nvrtc s':>8}  text  rest")
     rows = []
     for i, code in enumerate(codes):
@@ -126,6 +135,73 @@ def main(argv: list[str]) -> int:
         nvrtc_all = sorted(r[1] for r in later)
         print(f"after the first code: median nvcc {nvcc_all[len(later) // 2]:.2f} s, nvrtc {nvrtc_all[len(later) // 2]:.2f} s; "
               f"identical code in {sum(r[2] for r in rows)} of {len(rows)}, identical otherwise in {sum(r[3] for r in rows)}")
+    return 0
+
+
+def on_gpu(configs: int, seed: int, rounds: int, rtc_includes: list[str]) -> int:
+    """Each sampled configuration built with either compiler, checked and timed (module docstring)."""
+    import statistics
+
+    import torch
+    from tilelang.cuda import backend
+    from tilelang.env import env
+
+    from tilesearch import registry
+    from tilesearch.builder import batch
+    from tilesearch.runner.stats import ratio
+    from tilesearch.target import detect
+
+    def nvrtc_hook(code, tvm_target, pass_config=None):
+        return bytearray(by_nvrtc(str(code), rtc_includes)[0])
+
+    env.disable_cache()  # the kernel cache is keyed by the program, not by the compiler
+    op, target = registry.load("gemm"), detect()
+    flush = torch.empty(2 * target.l2_bytes, dtype=torch.int8, device="cuda")
+    rng = random.Random(seed)
+    rows = []
+    for shape in SHAPES:
+        problem = op.problem(**shape)
+        space = op.space(problem, target)
+        gen = torch.Generator(device="cuda")
+        gen.manual_seed(seed + 1)
+        inputs = op.make_inputs(problem, torch.device("cuda"), gen)
+        reference = op.reference(problem, inputs)[0]
+        for _ in range(configs):
+            config = space.sample(rng)
+            calls, errors = {}, {}
+            for name, hook in (("nvcc", backend.tilelang_callback_cuda_compile), ("nvrtc", nvrtc_hook)):
+                batch._register(hook)
+                try:
+                    kernel = op.build(problem, config, target)
+                finally:
+                    batch._register(backend.tilelang_callback_cuda_compile)
+                out = torch.full_like(reference, float("nan"), dtype=inputs[0].dtype)
+                kernel(*inputs, out)
+                torch.cuda.synchronize()
+                errors[name] = ((out.double() - reference).norm() / reference.norm()).item()
+                calls[name] = (lambda kernel=kernel, out=out, inputs=inputs: kernel(*inputs, out))
+            times: dict[str, list[float]] = {name: [] for name in calls}
+            for _ in range(3):
+                for call in calls.values():
+                    call()
+            for _ in range(rounds):
+                for name, call in calls.items():
+                    flush.zero_()
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    call()
+                    end.record()
+                    end.synchronize()
+                    times[name].append(start.elapsed_time(end))
+            r = ratio(times["nvcc"], times["nvrtc"])
+            rows.append((problem.key, config, statistics.median(times["nvcc"]) * 1e3,
+                         statistics.median(times["nvrtc"]) * 1e3, r, errors))
+            print(f"{problem.key} {config}: nvcc {rows[-1][2]:.1f} us, nvrtc {rows[-1][3]:.1f} us, "
+                  f"nvcc/nvrtc {r.value:.3f} [{r.low:.3f}, {r.high:.3f}], rel err {errors}", flush=True)
+    print("\nnvcc us | nvrtc us | nvcc / nvrtc [95%] | rel err nvcc, nvrtc")
+    for _, _, nvcc_us, nvrtc_us, r, errors in rows:
+        print(f"{nvcc_us:.1f} | {nvrtc_us:.1f} | {r.value:.3f} [{r.low:.3f}, {r.high:.3f}] | "
+              f"{errors['nvcc']:.1e}, {errors['nvrtc']:.1e}")
     return 0
 
 

@@ -12,6 +12,8 @@ agree.
 
 Needs nvcc, and NVRTC for Python: ``pip install "cuda-bindings==13.0.*" "nvidia-cuda-nvrtc==13.0.*"``
 and ``LD_LIBRARY_PATH`` naming the folder of ``libnvrtc.so.13`` (site-packages/nvidia/cu13/lib).
+On the GPU host, whose toolkit has its own NVRTC (``$CUDA_HOME/lib64``), only the bindings travel:
+``bash scripts/make-bundle.sh "cuda-bindings==<the host toolkit's major>.*"`` (about 8 MB more).
 
 With ``gpu=1`` (on the GPU host) it also answers what the CPU cannot: each sampled configuration
 is built twice, its device code compiled by nvcc and by NVRTC (TileLang's kernel cache off, so each

@@ -17,12 +17,13 @@ On the GPU host, whose toolkit has its own NVRTC (``$CUDA_HOME/lib64``), only th
 
 With ``gpu=1`` (on the GPU host) it also answers what the CPU cannot: each sampled configuration
 is built twice, its device code compiled by nvcc and by NVRTC (TileLang's kernel cache off, so each
-build compiles), both kernels are checked against float64, and they are timed interleaved (CUDA
-events, L2 flushed before every call, ``rounds`` rounds after warm-up). It prints the ratio of
+build compiles), both kernels are checked against float64, and they are timed interleaved by the runner's own rounds
+(:func:`tilesearch.runner.measure.rounds`: CUDA events, L2 flushed before every call, warm-up,
+rounds added until the ratio's interval is within ``precision``). It prints the ratio of
 nvcc's median to NVRTC's with its 95% interval (paired bootstrap over rounds): above 1, NVRTC's kernel
 is faster. Not yet run on a GPU (2026-11-29).
 
-usage: python scripts/nvrtc_probe.py [configs=6] [seed=0] [gpu=1 rounds=40]
+usage: python scripts/nvrtc_probe.py [configs=6] [seed=0] [gpu=1 [precision=0.005]]
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ def main(argv: list[str]) -> int:
     toolkit = os.path.dirname(os.path.dirname(get_nvcc_compiler()))
     rtc_includes = includes + ["-I" + p for p in discover_cuda_include_paths(toolkit)]
     if args.get("gpu") == "1":
-        return on_gpu(int(args.get("configs", 6)), int(args.get("seed", 0)), int(args.get("rounds", 40)), rtc_includes)
+        return on_gpu(int(args.get("configs", 6)), int(args.get("seed", 0)), float(args.get("precision", 0.005)),
+                      rtc_includes)
     codes = device_codes(int(args.get("configs", 6)), int(args.get("seed", 0)))
     print(f"{'code':>4} {'nvcc s':>7} {'nvrtc s':>8}  text  rest")
     rows = []
@@ -140,7 +142,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def on_gpu(configs: int, seed: int, rounds: int, rtc_includes: list[str]) -> int:
+def on_gpu(configs: int, seed: int, precision: float, rtc_includes: list[str]) -> int:
     """Each sampled configuration built with either compiler, checked and timed (module docstring)."""
     import statistics
 
@@ -150,6 +152,7 @@ def on_gpu(configs: int, seed: int, rounds: int, rtc_includes: list[str]) -> int
 
     from tilesearch import registry
     from tilesearch.builder import batch
+    from tilesearch.runner.measure import MeasureSettings, rounds
     from tilesearch.runner.stats import ratio
     from tilesearch.target import detect
 
@@ -158,7 +161,7 @@ def on_gpu(configs: int, seed: int, rounds: int, rtc_includes: list[str]) -> int
 
     env.disable_cache()  # the kernel cache is keyed by the program, not by the compiler
     op, target = registry.load("gemm"), detect()
-    flush = torch.empty(2 * target.l2_bytes, dtype=torch.int8, device="cuda")
+    settings = MeasureSettings(precision=precision)
     rng = random.Random(seed)
     rows = []
     for shape in SHAPES:
@@ -182,19 +185,10 @@ def on_gpu(configs: int, seed: int, rounds: int, rtc_includes: list[str]) -> int
                 torch.cuda.synchronize()
                 errors[name] = ((out.double() - reference).norm() / reference.norm()).item()
                 calls[name] = (lambda kernel=kernel, out=out, inputs=inputs: kernel(*inputs, out))
-            times: dict[str, list[float]] = {name: [] for name in calls}
-            for _ in range(3):
-                for call in calls.values():
-                    call()
-            for _ in range(rounds):
-                for name, call in calls.items():
-                    flush.zero_()
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    call()
-                    end.record()
-                    end.synchronize()
-                    times[name].append(start.elapsed_time(end))
+            # the runner's own interleaved rounds (L2 flushed, warm-up, rounds until the ratio is precise),
+            # NVRTC's kernel first and nvcc's last, as a candidate and its baseline
+            nvrtc_ms, nvcc_ms = rounds([calls["nvrtc"], calls["nvcc"]], settings, target.l2_bytes)
+            times = {"nvcc": nvcc_ms, "nvrtc": nvrtc_ms}
             r = ratio(times["nvcc"], times["nvrtc"])
             rows.append((problem.key, config, statistics.median(times["nvcc"]) * 1e3,
                          statistics.median(times["nvrtc"]) * 1e3, r, errors))

@@ -28,6 +28,7 @@ usage: python scripts/nvrtc_probe.py [configs=6] [seed=0] [gpu=1 [precision=0.00
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import subprocess
@@ -44,7 +45,6 @@ def device_codes(configs: int, seed: int) -> list[str]:
     from tilelang.cuda import backend
 
     from tilesearch import registry
-    from tilesearch.builder import batch
     from tilesearch.target import Target
 
     op, target = registry.load("gemm"), Target.from_arch("sm_90a")
@@ -54,17 +54,28 @@ def device_codes(configs: int, seed: int) -> list[str]:
         codes.append(str(code))
         return backend.tilelang_callback_cuda_compile(code, tvm_target, pass_config)
 
-    batch._register(hook)
     rng = random.Random(seed)
-    try:
+    with compiling_with(hook):
         for shape in SHAPES:
             problem = op.problem(**shape)
             space = op.space(problem, target)
             for _ in range(configs):
                 op.build(problem, space.sample(rng), target)
+    return codes
+
+
+@contextlib.contextmanager
+def compiling_with(hook):
+    """TileLang's device-code compile hook replaced by ``hook`` for the builds inside."""
+    from tilelang.cuda import backend
+
+    from tilesearch.builder import batch
+
+    batch._register(hook)
+    try:
+        yield
     finally:
         batch._register(backend.tilelang_callback_cuda_compile)
-    return codes
 
 
 def by_nvcc(code: str, includes: list[str]) -> tuple[bytes, float]:
@@ -151,7 +162,6 @@ def on_gpu(configs: int, seed: int, precision: float, rtc_includes: list[str]) -
     from tilelang.env import env
 
     from tilesearch import registry
-    from tilesearch.builder import batch
     from tilesearch.runner.measure import MeasureSettings, rounds
     from tilesearch.runner.stats import ratio
     from tilesearch.target import detect
@@ -175,11 +185,8 @@ def on_gpu(configs: int, seed: int, precision: float, rtc_includes: list[str]) -
             config = space.sample(rng)
             calls, errors = {}, {}
             for name, hook in (("nvcc", backend.tilelang_callback_cuda_compile), ("nvrtc", nvrtc_hook)):
-                batch._register(hook)
-                try:
+                with compiling_with(hook):
                     kernel = op.build(problem, config, target)
-                finally:
-                    batch._register(backend.tilelang_callback_cuda_compile)
                 out = torch.full_like(reference, float("nan"), dtype=inputs[0].dtype)
                 kernel(*inputs, out)
                 torch.cuda.synchronize()

@@ -47,14 +47,12 @@ class Partial(Mapping):
         self._assigned, self._names = assigned, names
 
     def __getitem__(self, name: str) -> Any:
-        value = self._assigned.get(name, _MISSING)
+        value = self.get(name, _MISSING)
         if value is _MISSING:
-            if name in self._names:
-                raise Undecided(name)
             raise KeyError(name)
         return value
 
-    def get(self, name: str, default: Any = None) -> Any:
+    def get(self, name: str, default: Any = None) -> Any:  # Mapping's own goes through KeyError: this is the hot path
         value = self._assigned.get(name, _MISSING)
         if value is _MISSING:
             if name in self._names:
@@ -79,9 +77,8 @@ def valid(names: Sequence[str], values: Sequence[Sequence[Any]],
     if not names:
         return []
     order = walk_order(names, values, constraints)
-    known = frozenset(names)
     assigned: dict[str, Any] = {}
-    partial = Partial(assigned, known)
+    partial = Partial(assigned, frozenset(names))
     found: list[dict[str, Any]] = []
     last = len(names) - 1
 
@@ -98,10 +95,7 @@ def valid(names: Sequence[str], values: Sequence[Sequence[Any]],
             for i in pending:
                 try:
                     reason = constraints[i](partial)
-                except Undecided:
-                    still.append(i)
-                    continue
-                except Exception:  # noqa: BLE001 - decided on the whole configuration, as before
+                except (Undecided, Exception):  # noqa: BLE001 - another error: decided on the whole configuration, as before
                     still.append(i)
                     continue
                 if reason:
@@ -123,7 +117,7 @@ def walk_order(names: Sequence[str], values: Sequence[Sequence[Any]], constraint
     rng = random.Random(0)
     reads = dict.fromkeys(names, 0)
     for _ in range(draws):
-        config = {n: rng.choice(list(v)) for n, v in zip(names, values)}
+        config = {n: rng.choice(v) for n, v in zip(names, values)}
         for check in constraints:
             seen: set[str] = set()
             try:

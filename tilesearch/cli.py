@@ -157,6 +157,7 @@ def cmd_worker(args: list[str]) -> int:
 
 def cmd_tune(args: list[str]) -> int:
     from tilesearch import report, strategy
+    from tilesearch.builder import compiler
     from tilesearch.database import StorageError, open_storage, storage_url
     from tilesearch.dataset import DatasetError
     from tilesearch.errors import TilesearchError
@@ -173,6 +174,7 @@ def cmd_tune(args: list[str]) -> int:
     settings, rest = split_settings(pairs, TuneSettings.keys())
     op, problem = _load_problem(dict(rest), settings_keys=TuneSettings.keys())
     TuneSettings(**settings)  # bad values fail here, before anything starts
+    compiler.describe()  # as does a compiler this machine cannot run
     if settings.get("strategy", "tpe") not in strategy.STRATEGIES:
         raise UsageError(f"unknown strategy {settings['strategy']!r}; choose one of {', '.join(strategy.STRATEGIES)}")
     if "arch" in settings:

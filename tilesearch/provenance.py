@@ -34,6 +34,7 @@ LABELS = {
     "nvcc": "CUDA compiler version",
     "driver": "NVIDIA driver version",
     "measured_by": "source of the figures",
+    "compiler": "device-code compiler (TILESEARCH_COMPILER)",
 }
 _INTERFACE = ("builtins", "abc", "typing", "tilesearch.op")
 
@@ -115,6 +116,8 @@ def identity(op: Any, versions: Mapping[str, Any], measured_by: str = "") -> dic
     """The identity of measurements of ``op`` under ``versions`` (see the module docstring)."""
     found = {"op_source": source_hash(op), "knob_version": int(getattr(op, "knob_version", 1))}
     found.update({name: str(versions.get(name, "none")) for name in VERSIONS})
+    if versions.get("compiler", "nvcc") != "nvcc":  # nvcc's studies keep the identity they had
+        found["compiler"] = str(versions["compiler"])
     if measured_by:
         found["measured_by"] = measured_by
     return found

@@ -37,6 +37,9 @@ def collect(torch_cuda: bool = False) -> dict[str, Any]:
     if found["xgboost"] == "none":  # the CPU-only wheel installs the same module under another name
         found["xgboost"] = _version("xgboost-cpu")
     found["nvcc"] = _nvcc()
+    from tilesearch.builder import compiler
+
+    found["compiler"] = compiler.describe()
     if torch_cuda:
         import torch
 

@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+from tilesearch.builder import compiler
 from tilesearch.builder.base import Builder
 from tilesearch.records import BuildResult, Candidate
 from tilesearch.workers import IsolatedWorker
@@ -33,10 +34,10 @@ def compile_candidate(candidate: Candidate) -> tuple[float, float]:
     it took and, of those, the seconds spent waiting on compiler processes (nvcc and the host
     compiler, which TileLang runs through :mod:`subprocess`; the rest is lowering in Python)."""
     op = candidate.load_op()
-    start = time.perf_counter()
+    start, in_nvrtc = time.perf_counter(), compiler.spent()
     with _timed_subprocesses() as tools:
         candidate.build(op)
-    return time.perf_counter() - start, tools[0]
+    return time.perf_counter() - start, tools[0] + compiler.spent() - in_nvrtc
 
 
 def compile_candidates(candidates: list[Candidate]) -> list[tuple[float, float, str | None]]:
@@ -117,13 +118,14 @@ class LocalBuilder(Builder):
         workers: worker processes in the compile pool (default: all cores but one).
         timeout: seconds one compilation may take before its worker is killed and restarted.
         batch: the most candidates one worker compiles together while candidates queue up (see
-            the module docstring); 1 compiles each alone.
+            the module docstring); 1 compiles each alone, as does NVRTC
+            (:mod:`tilesearch.builder.compiler`), which keeps the headers parsed between kernels.
     """
 
     def __init__(self, workers: int | None = None, timeout: float = 300.0, batch: int = MAX_BATCH) -> None:
         self.workers = workers or default_workers()
         self.timeout = timeout
-        self.batch = max(1, batch)
+        self.batch = 1 if compiler.chosen() == "nvrtc" else max(1, batch)
         self._waiting: deque[tuple[Candidate, Future[BuildResult]]] = deque()
         self._lock = threading.Lock()
         # builders never touch a GPU: compiling for an explicit target needs none

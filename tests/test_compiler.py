@@ -1,0 +1,143 @@
+"""The device-code compiler chosen by TILESEARCH_COMPILER: nvcc by default, NVRTC on request, one
+per run (its own TileLang cache folder, its own study identity), nvcc where NVRTC cannot."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tilesearch import provenance
+from tilesearch.builder import LocalBuilder, batch, compiler
+from tilesearch.errors import TilesearchError
+from tilesearch.records import Candidate
+from tilesearch.target import Target
+
+H100 = Target.from_arch("sm_90a")
+GEMM = dict(block_m=128, block_n=128, block_k=64, num_stages=3, threads=128, panel_size=0, raster="row",
+            warp_policy="full_row", split_k=1, persistent=False, epilogue="direct", tma=True,
+            warp_specialize="off", swap_ab=False)
+
+
+def _nvrtc() -> bool:
+    try:
+        return compiler._nvrtc_version() >= (12, 8)
+    except compiler.CompilerError:
+        return False
+
+
+needs_nvrtc = pytest.mark.skipif(not _nvrtc(), reason="needs cuda-bindings and libnvrtc 12.8+ (the test extra)")
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """A process whose compiler is not installed yet, and is TileLang's own again afterwards."""
+    monkeypatch.setattr(compiler, "_installed", None)
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    yield tmp_path / "cache"
+    from tilelang.cuda import backend
+
+    batch._register(backend.tilelang_callback_cuda_compile)
+    compiler._installed = None
+
+
+def test_nvcc_unless_asked_and_a_bad_name_is_a_users_error(monkeypatch):
+    monkeypatch.delenv(compiler.VARIABLE, raising=False)
+    assert compiler.chosen() == "nvcc" == compiler.describe()
+    monkeypatch.setenv(compiler.VARIABLE, " NVRTC ")
+    assert compiler.chosen() == "nvrtc"
+    monkeypatch.setenv(compiler.VARIABLE, "clang")
+    with pytest.raises(TilesearchError, match="'clang' names no compiler; use one of nvcc, nvrtc"):
+        compiler.chosen()
+
+
+def test_tune_refuses_a_bad_compiler_before_starting():
+    env = dict(os.environ, **{compiler.VARIABLE: "clang"})
+    out = subprocess.run([sys.executable, "-m", "tilesearch.cli", "tune", "op=gemm", "m=64", "n=64", "k=64"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 2, out
+    assert out.stderr.strip() == ("tilesearch: error: TILESEARCH_COMPILER='clang' names no compiler; "
+                                  "use one of nvcc, nvrtc")
+
+
+def test_an_nvrtc_study_has_an_identity_of_its_own_and_nvccs_keeps_the_old_one():
+    from search_spaces.gemm import GemmOp
+
+    op, versions = GemmOp(), {"tilelang": "0.1.15", "torch": "2.13.0", "nvcc": "13.0"}
+    before = provenance.identity(op, versions)  # as recorded before the compiler was a choice
+    assert provenance.identity(op, dict(versions, compiler="nvcc")) == before
+    theirs = provenance.identity(op, dict(versions, compiler="nvrtc-13.0"))
+    assert provenance.tag(theirs) != provenance.tag(before)
+    assert provenance.differences(before, theirs) == ["device-code compiler (TILESEARCH_COMPILER): absent -> nvrtc-13.0"]
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_nvrtc_compiles_the_kernels_into_a_cache_of_its_own(fresh, monkeypatch):
+    from search_spaces.gemm import GemmOp
+
+    monkeypatch.setenv(compiler.VARIABLE, "nvrtc")
+    problem = GemmOp().problem(m=1000, n=3000, k=500, dtype="bfloat16", layout="nt")
+    candidate = Candidate("gemm", problem.to_dict(), GEMM, H100)
+    before = compiler.spent()
+    kernel = candidate.build()
+    assert os.environ["TILELANG_CACHE_DIR"] == str(fresh / "nvrtc")
+    assert compiler.spent() > before  # NVRTC compiled it, in this process
+    assert "__global__" in kernel.get_kernel_source()
+    assert any(name == "kernel.cubin" for _, _, files in os.walk(fresh / "nvrtc") for name in files)
+    compiler.install()  # again: the same folder, not nvrtc/nvrtc
+    assert os.environ["TILELANG_CACHE_DIR"] == str(fresh / "nvrtc")
+    assert compiler.describe().startswith("nvrtc-")
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_what_nvrtc_rejects_or_asks_options_of_its_own_goes_to_nvcc(fresh, monkeypatch, caplog):
+    import tilelang  # noqa: F401 - before tvm
+    from tilelang.cuda import backend
+
+    from search_spaces.gemm import GemmOp
+
+    op = GemmOp()
+    problem = op.problem(m=256, n=256, k=256)
+    codes = []
+    monkeypatch.setattr(backend, "tilelang_callback_cuda_compile",
+                        lambda code, target, config=None: codes.append(config) or bytearray(b"nvcc's"))
+    program_code = {}
+
+    def catch(code, target, config=None):
+        program_code["code"], program_code["target"] = str(code), target
+        return bytearray(b"caught")
+
+    batch._register(catch)
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    try:
+        op.build(problem, GEMM, H100)
+    except Exception:  # noqa: BLE001 - the caught bytes are no cubin; only the code was wanted
+        pass
+    code, target = program_code["code"], program_code["target"]
+
+    assert compiler.compile_device_code(code, target, {"tl.enable_fast_math": True}) == b"nvcc's"
+    monkeypatch.setattr(compiler, "nvrtc_cubin", lambda *a: (_ for _ in ()).throw(RuntimeError("error: no such thing")))
+    with caplog.at_level("WARNING", logger=compiler.__name__):
+        assert compiler.compile_device_code(code, target) == b"nvcc's"
+        assert compiler.compile_device_code(code, target) == b"nvcc's"
+    assert [r.getMessage() for r in caplog.records] == ["NVRTC did not compile a kernel, nvcc does (error: no such thing)"]
+    assert len(codes) == 3
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_the_compile_pool_compiles_by_nvrtc_one_at_a_time(fresh, monkeypatch):
+    from search_spaces.gemm import GemmOp
+
+    monkeypatch.setenv(compiler.VARIABLE, "nvrtc")
+    problem = GemmOp().problem(m=512, n=512, k=512)
+    candidates = [Candidate("gemm", problem.to_dict(), dict(GEMM, num_stages=s), H100) for s in (2, 3)]
+    with LocalBuilder(workers=1, timeout=600) as builder:
+        assert builder.batch == 1  # NVRTC keeps the headers: no shared translation units
+        results = [f.result() for f in [builder.submit(c) for c in candidates]]
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert all(r.tools_s > 0 for r in results)  # NVRTC's seconds, counted as the compiler's
+    cubins = [folder for folder, _, files in os.walk(fresh) for name in files if name == "kernel.cubin"]
+    assert len(cubins) >= 2 and all(c.startswith(str(fresh / "nvrtc")) for c in cubins)  # none in nvcc's folder

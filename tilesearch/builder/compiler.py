@@ -1,0 +1,177 @@
+"""Which compiler turns a kernel's device code into a cubin: nvcc (TileLang's own, the default)
+or NVRTC with precompiled headers, chosen for a whole run by ``TILESEARCH_COMPILER``.
+
+Why NVRTC: nvcc parses TileLang's headers (CUTLASS and CuTe, some 115,000 preprocessed lines) again
+for every kernel and has no precompiled headers. NVRTC keeps them in the process (``-pch``), so a
+compile-pool worker, which compiles one kernel after another, parses them once. On the CPU machine
+a GEMM kernel's device code took a median 0.41 s with NVRTC against 1.92 s with nvcc
+(``scripts/nvrtc_probe.py``, RESULTS "NVRTC with precompiled headers").
+
+Why not by default: the kernels are not the same. TileLang's NVRTC prelude (``nvrtc_std.h``) and its
+``__CUDACC_RTC__`` branches change the code (no cubin of 12 sampled was identical); on an H200 the
+12 kernels ran 0.983-1.058x as fast as nvcc's, 1.005x by geometric mean, with the same results to the
+bit (``scripts/nvrtc_probe.py gpu=1``). So a run measures, and hands back, the kernels of one
+compiler only:
+
+- the choice is part of a study's identity (:func:`describe`, recorded by
+  :mod:`tilesearch.versions`), so an NVRTC study is never resumed, or exported, under nvcc;
+- TileLang's caches (kernels and cubins, keyed by the program, not by the compiler) live in a
+  folder of their own, ``$TILELANG_CACHE_DIR/nvrtc``;
+- every process that compiles installs the same choice (:func:`install`, called by
+  :meth:`tilesearch.records.Candidate.build`); its children inherit the variable.
+
+A device code with compile options of its own (fast math, a ptxas register level, extra flags) or
+for several architectures goes to nvcc, as does a code NVRTC rejects (logged once per process).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from tilesearch.errors import TilesearchError
+
+VARIABLE = "TILESEARCH_COMPILER"
+COMPILERS = ("nvcc", "nvrtc")
+_OWN_OPTIONS = ("tl.enable_fast_math", "tl.ptxas_register_usage_level", "tl.device_compile_flags")
+log = logging.getLogger(__name__)
+
+_installed: str | None = None
+_lock = threading.Lock()
+_spent = [0.0]  # seconds inside NVRTC in this process
+_warned: set[str] = set()
+
+
+class CompilerError(TilesearchError):
+    """``TILESEARCH_COMPILER`` names no compiler, or one this machine cannot run."""
+
+
+def chosen() -> str:
+    """The compiler ``TILESEARCH_COMPILER`` names (``nvcc`` when unset)."""
+    name = os.environ.get(VARIABLE, "").strip().lower() or "nvcc"
+    if name not in COMPILERS:
+        raise CompilerError(f"{VARIABLE}={name!r} names no compiler; use one of {', '.join(COMPILERS)}")
+    return name
+
+
+def describe() -> str:
+    """The chosen compiler as a study's identity records it: ``nvcc``, or ``nvrtc-13.0`` with
+    the NVRTC library's version (which decides the kernels as nvcc's version does)."""
+    if chosen() == "nvcc":
+        return "nvcc"
+    major, minor = _nvrtc_version()
+    return f"nvrtc-{major}.{minor}"
+
+
+def install() -> None:
+    """Makes this process compile device code with the chosen compiler, from its own TileLang
+    cache folder. Idempotent; cheap after the first call."""
+    global _installed
+    name = chosen()
+    if _installed == name:
+        return
+    with _lock:
+        if _installed == name:
+            return
+        if name == "nvrtc":
+            _nvrtc_version()  # fails here, with a clear error, where NVRTC cannot load
+            base = os.environ.get("TILELANG_CACHE_DIR") or os.path.expanduser("~/.tilelang/cache")
+            if os.path.basename(os.path.normpath(base)) != "nvrtc":  # a child has it from its parent
+                os.environ["TILELANG_CACHE_DIR"] = os.path.join(base, "nvrtc")
+            _register(compile_device_code)
+        _installed = name
+
+
+def spent() -> float:
+    """Seconds this process has spent inside NVRTC (in-process, so no subprocess timing sees it)."""
+    return _spent[0]
+
+
+def compile_device_code(code: Any, target: Any, pass_config: Any = None) -> bytearray:
+    """TileLang's device-code compile hook, by NVRTC where it can (see the module docstring)."""
+    from tilelang.cache.cuda_binary_cache import CUDABinaryCache
+    from tilelang.contrib import nvcc
+    from tilelang.cuda import backend
+
+    config = dict(pass_config or {})
+    arch, arch_code = nvcc.get_target_arch_and_code(target)
+    if (any(config.get(key) for key in _OWN_OPTIONS) or len(nvcc.get_target_code_list(arch_code)) > 1
+            or nvcc.format_target_code_for_gencode(arch_code) is not None):
+        return backend.tilelang_callback_cuda_compile(code, target, pass_config)
+    code = str(code)
+    options = options_for(f"sm_{arch}")
+    key = CUDABinaryCache.make_key(code=code, target_kind=target.kind.name, target_arch=arch,
+                                   target_code=[f"sm_{arch}"], compile_format="cubin", options=options)
+    cached = CUDABinaryCache.load(key, "cubin")
+    if cached is not None:
+        return bytearray(cached)
+    try:
+        cubin = nvrtc_cubin(code, options)
+    except RuntimeError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "no log"
+        if first not in _warned:
+            _warned.add(first)
+            log.warning("NVRTC did not compile a kernel, nvcc does (%s)", first[:200])
+        return backend.tilelang_callback_cuda_compile(code, target, pass_config)
+    CUDABinaryCache.save(key, "cubin", cubin)
+    return bytearray(cubin)
+
+
+def options_for(arch: str) -> list[str]:
+    """NVRTC's options: those of TileLang's nvcc compile (C++20, line info, its include folders)
+    and of its NVRTC backend (device functions by default, the CUDA headers' folders), with
+    automatic precompiled headers."""
+    from tilelang.contrib.nvcc import get_nvcc_compiler
+    from tilelang.env import CUTLASS_INCLUDE_DIR, TILELANG_TEMPLATE_PATH
+    from tilelang.jit.adapter.nvrtc.include_paths import discover_cuda_include_paths
+
+    toolkit = os.path.dirname(os.path.dirname(get_nvcc_compiler()))
+    includes = [TILELANG_TEMPLATE_PATH, CUTLASS_INCLUDE_DIR, *discover_cuda_include_paths(toolkit)]
+    return [f"--gpu-architecture={arch}", "-std=c++20", "-lineinfo", "-default-device", "-pch",
+            *("-I" + path for path in includes)]
+
+
+def nvrtc_cubin(code: str, options: list[str]) -> bytes:
+    """``code`` compiled by NVRTC with ``options`` after TileLang's NVRTC prelude; RuntimeError
+    with NVRTC's log if it fails."""
+    import cuda.bindings.nvrtc as nvrtc
+
+    source = ("#include <tl_templates/cuda/nvrtc_std.h>\n" + code).encode()
+    began = time.perf_counter()
+    _, program = nvrtc.nvrtcCreateProgram(source, b"kernel.cu", 0, [], [])
+    try:
+        status = nvrtc.nvrtcCompileProgram(program, len(options), [o.encode() for o in options])[0]
+        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, size = nvrtc.nvrtcGetProgramLogSize(program)
+            text = bytes(size)
+            nvrtc.nvrtcGetProgramLog(program, text)
+            raise RuntimeError(text.decode(errors="replace").strip()[-2000:])
+        _, size = nvrtc.nvrtcGetCUBINSize(program)
+        cubin = bytes(size)
+        nvrtc.nvrtcGetCUBIN(program, cubin)
+        return cubin
+    finally:
+        nvrtc.nvrtcDestroyProgram(program)
+        _spent[0] += time.perf_counter() - began
+
+
+def _nvrtc_version() -> tuple[int, int]:
+    try:
+        import cuda.bindings.nvrtc as nvrtc
+
+        status, major, minor = nvrtc.nvrtcVersion()
+    except (ImportError, RuntimeError, OSError) as exc:
+        raise CompilerError(f"{VARIABLE}=nvrtc needs NVRTC for Python: pip install 'cuda-bindings==<your CUDA "
+                            f"major>.*' (and libnvrtc on the library path); it failed with: {exc}") from exc
+    if status != nvrtc.nvrtcResult.NVRTC_SUCCESS or (major, minor) < (12, 8):
+        raise CompilerError(f"{VARIABLE}=nvrtc needs NVRTC 12.8 or later (precompiled headers); found {major}.{minor}")
+    return major, minor
+
+
+def _register(hook: Any) -> None:
+    from tilesearch.builder.batch import _register as register
+
+    register(hook)

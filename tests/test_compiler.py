@@ -141,3 +141,53 @@ def test_the_compile_pool_compiles_by_nvrtc_one_at_a_time(fresh, monkeypatch):
     assert all(r.tools_s > 0 for r in results)  # NVRTC's seconds, counted as the compiler's
     cubins = [folder for folder, _, files in os.walk(fresh) for name in files if name == "kernel.cubin"]
     assert len(cubins) >= 2 and all(c.startswith(str(fresh / "nvrtc")) for c in cubins)  # none in nvcc's folder
+
+
+def _device_codes(configs):
+    """The device code of each (problem, config), as TileLang hands it to its compile hook."""
+    import tilelang  # noqa: F401 - before tvm
+
+    from search_spaces.gemm import GemmOp
+
+    op, codes = GemmOp(), []
+
+    def catch(code, target, config=None):
+        codes.append(str(code))
+        raise RuntimeError("caught")  # the code is all that is wanted
+
+    batch._register(catch)
+    for problem, config in configs:
+        with pytest.raises(Exception, match="caught"):
+            op.build(op.problem(**problem), config, H100)
+    return codes
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_codes_given_the_shared_headers_start_alike_and_compile_to_the_same_kernels(fresh, monkeypatch):
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    square, tall = dict(m=1024, n=1024, k=1024), dict(m=784, n=4096, k=4096, dtype="bfloat16", layout="nt")
+    codes = _device_codes([(square, GEMM), (square, dict(GEMM, tma=False)),
+                           (tall, dict(GEMM, warp_specialize="role_based", num_stages=4)),
+                           (tall, dict(GEMM, block_m=224, swap_ab=True, epilogue="smem"))])
+    own = {batch.split(code)[0] for code in codes}
+    assert len(own) > 1  # the codes include different headers
+    shared = [compiler.shared_includes(code) for code in codes]
+    assert len({batch.split(code)[0] for code in shared}) == 1
+    options = compiler.options_for("sm_90a")
+    for code, given in zip(codes, shared):
+        alone = batch.code_sections(compiler.nvrtc_cubin(code, options))
+        assert any(name.startswith(".text.") for name in alone)
+        assert batch.code_sections(compiler.nvrtc_cubin(given, options)) == alone
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_a_worker_makes_nvrtcs_header_as_it_starts_only_when_nvrtc_is_chosen(fresh, monkeypatch):
+    monkeypatch.delenv(compiler.VARIABLE, raising=False)
+    before = compiler.spent()
+    compiler.warm_up()
+    assert compiler.spent() == before and compiler._installed is None
+    monkeypatch.setenv(compiler.VARIABLE, "nvrtc")
+    compiler.warm_up()
+    assert compiler.spent() > before and compiler._installed == "nvrtc"

@@ -362,7 +362,9 @@ def make_runner(settings: TuneSettings) -> Runner:
 
 def make_builder(settings: TuneSettings, runner: Runner) -> Builder:
     """The compile pool ``settings`` ask for; none for a runner that replays recorded figures."""
-    return NullBuilder() if runner.replayed else LocalBuilder(settings.build_workers or None, settings.build_timeout)
+    if runner.replayed:
+        return NullBuilder()
+    return LocalBuilder(settings.build_workers or None, settings.build_timeout, arch=settings.arch or "sm_90a")
 
 
 def close_stages(stages: list[Runner | Builder]) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from typing import Any
@@ -38,11 +39,18 @@ VARIABLE = "TILESEARCH_COMPILER"
 COMPILERS = ("nvcc", "nvrtc")
 _OWN_OPTIONS = ("tl.enable_fast_math", "tl.ptxas_register_usage_level", "tl.device_compile_flags")
 log = logging.getLogger(__name__)
+# The TileLang headers a GEMM's or einsum-sum's device code includes (TileLang 0.1.15), every code a
+# few of them. NVRTC keeps one precompiled header per distinct run of leading includes, so each code
+# is given all of these (and any other it includes, once seen), in one order: one header for all.
+COMMON_HEADERS = ("instruction/wgmma.h", "intrin.h", "barrier.h", "copy.h", "copy_sm90.h", "reduce.h", "scan.h",
+                  "ldsm.h", "threadblock_swizzle.h", "debug.h")
+_HEADER = re.compile(r"\s*#\s*include\s*<(tl_templates/[^>]+)>\s*$")
 
 _installed: str | None = None
 _lock = threading.Lock()
 _spent = [0.0]  # seconds inside NVRTC in this process
 _warned: set[str] = set()
+_shared: list[str] = []  # the headers every code is given in this process, in order
 
 
 class CompilerError(TilesearchError):
@@ -109,7 +117,10 @@ def compile_device_code(code: Any, target: Any, pass_config: Any = None) -> byte
     if cached is not None:
         return bytearray(cached)
     try:
-        cubin = nvrtc_cubin(code, options)
+        try:
+            cubin = nvrtc_cubin(shared_includes(code), options)
+        except RuntimeError:  # a header of another's that this code cannot take: its own alone
+            cubin = nvrtc_cubin(code, options)
     except RuntimeError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "no log"
         if first not in _warned:
@@ -118,6 +129,63 @@ def compile_device_code(code: Any, target: Any, pass_config: Any = None) -> byte
         return backend.tilelang_callback_cuda_compile(code, target, pass_config)
     CUDABinaryCache.save(key, "cubin", cubin)
     return bytearray(cubin)
+
+
+def warm_up(arch: str = "sm_90a") -> None:
+    """With NVRTC chosen, makes its precompiled header in this process ahead of the first kernel:
+    a compile-pool worker calls this as it starts, so that its first candidate does not pay for it
+    (about 2 s of a 2.5 s compile on the CPU machine). The header must follow the same lines as
+    the kernels' own, so the code is that of a tiny TileLang program, lowered and never compiled
+    by nvcc. ``arch``: the architecture the run will compile for (its header is the arch's own)."""
+    if chosen() != "nvrtc":
+        return
+    install()
+    import tilelang
+    import tilelang.language as T
+    from tilelang.engine.lower import lower
+
+    from tilesearch.target import Target
+
+    @T.prim_func
+    def copy(a: T.Tensor((128,), "float32"), b: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                b[i] = a[i]
+
+    del tilelang  # imported first, for TVM
+    target = Target.from_arch(arch).tvm()
+    with target:
+        code = lower(copy, target=target).kernel_source
+    nvrtc_cubin(shared_includes(code), options_for(arch))
+
+
+def shared_includes(code: str) -> str:
+    """``code`` with its unconditional TileLang includes replaced by the process's shared list
+    (:data:`COMMON_HEADERS` and those codes have brought since), so that every code starts alike
+    and NVRTC parses the headers once. The headers guard themselves (``#pragma once``); a code's
+    kernels come out the same (``tests/test_compiler.py`` compares the cubins)."""
+    from tilesearch.builder.batch import split
+
+    if not _shared:
+        from tilelang.env import TILELANG_TEMPLATE_PATH
+
+        _shared.extend(f"tl_templates/cuda/{h}" for h in COMMON_HEADERS
+                       if os.path.exists(os.path.join(TILELANG_TEMPLATE_PATH, "tl_templates", "cuda", h)))
+    prefix, body = split(code)
+    kept, at, depth = [], None, 0
+    for line in prefix.splitlines(keepends=True):
+        word = line.strip()
+        depth += word.startswith("#if") - word.startswith("#endif")
+        header = _HEADER.match(line)
+        if header is None or depth:
+            kept.append(line)
+            continue
+        if header.group(1) not in _shared:
+            _shared.append(header.group(1))
+        at = len(kept) if at is None else at
+    if at is None:
+        return code
+    return "".join(kept[:at]) + "".join(f"#include <{h}>\n" for h in _shared) + "".join(kept[at:]) + body
 
 
 def options_for(arch: str) -> list[str]:

@@ -81,9 +81,12 @@ def _timed_subprocesses() -> Iterator[list[float]]:
         subprocess.run, subprocess.Popen.communicate = run, communicate  # type: ignore[method-assign]
 
 
-def warm_up() -> None:
-    """Runs in a worker process of the compile pool when it starts: imports TileLang, so the first compile does not pay for it."""
+def warm_up(arch: str = "sm_90a") -> None:
+    """Runs in a worker process of the compile pool when it starts: imports TileLang, and with NVRTC
+    chosen makes its precompiled header for ``arch``, so the first compile pays for neither."""
     import tilelang  # noqa: F401
+
+    compiler.warm_up(arch)
 
 
 # The compile pool yields the CPU to the measuring worker and the tuning process. A measuring
@@ -120,10 +123,15 @@ class LocalBuilder(Builder):
         batch: the most candidates one worker compiles together while candidates queue up (see
             the module docstring); 1 compiles each alone, as does NVRTC
             (:mod:`tilesearch.builder.compiler`), which keeps the headers parsed between kernels.
+        arch: the architecture the candidates will target, for NVRTC's precompiled header made
+            as the workers start (the target's GPU is not known yet then; another arch's
+            candidates only miss that head start).
     """
 
-    def __init__(self, workers: int | None = None, timeout: float = 300.0, batch: int = MAX_BATCH) -> None:
+    def __init__(self, workers: int | None = None, timeout: float = 300.0, batch: int = MAX_BATCH,
+                 arch: str = "sm_90a") -> None:
         self.workers = workers or default_workers()
+        self.arch = arch
         self.timeout = timeout
         self.batch = 1 if compiler.chosen() == "nvrtc" else max(1, batch)
         self._waiting: deque[tuple[Candidate, Future[BuildResult]]] = deque()
@@ -186,7 +194,8 @@ class LocalBuilder(Builder):
     def _warm(self) -> None:
         worker = self._idle.get()
         try:
-            worker.call("tilesearch.builder.local:warm_up", timeout=self.timeout)  # a failure shows at compile time
+            # a failure shows at compile time
+            worker.call("tilesearch.builder.local:warm_up", self.arch, timeout=self.timeout)
         finally:
             self._idle.put(worker)
 

@@ -1,6 +1,7 @@
 """The device-code compiler chosen by TILESEARCH_COMPILER: nvcc by default, NVRTC on request, one
 per run (its own TileLang cache folder, its own study identity), nvcc where NVRTC cannot."""
 
+import json
 import os
 import subprocess
 import sys
@@ -191,3 +192,90 @@ def test_a_worker_makes_nvrtcs_header_as_it_starts_only_when_nvrtc_is_chosen(fre
     monkeypatch.setenv(compiler.VARIABLE, "nvrtc")
     compiler.warm_up()
     assert compiler.spent() > before and compiler._installed == "nvrtc"
+
+
+@pytest.mark.gpu
+@needs_nvrtc
+def test_a_run_under_nvrtc_tunes_exports_and_loads_its_own_kernels_whoever_exports_them(tmp_path):
+    import torch
+
+    import tilesearch
+
+    storage = f"sqlite:///{tmp_path / 'nvrtc.db'}"
+    problem = ["op=gemm", "m=1000", "n=3000", "k=500", "dtype=bfloat16", "layout=nt"]
+    nvrtc = dict(os.environ, **{compiler.VARIABLE: "nvrtc"}, TILELANG_CACHE_DIR=str(tmp_path / "cache"))
+
+    def cli(*args, env):
+        return subprocess.run([sys.executable, "-m", "tilesearch.cli", *args, f"storage={storage}"],
+                              capture_output=True, text=True, timeout=600, env=env)
+
+    tuned = cli("tune", *problem, "trials=6", "progress=false", env=nvrtc)
+    assert tuned.returncode == 0, tuned.stderr[-2000:]
+    exported = cli("export", *problem, f"out={tmp_path / 'art'}", env=nvrtc)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    assert any(name == "kernel.cubin" for _, _, files in os.walk(tmp_path / "cache" / "nvrtc") for name in files)
+    # exported again from a process that would compile with nvcc: still the kernel the study measured
+    nvcc = dict(nvrtc, **{compiler.VARIABLE: "nvcc"})
+    again = cli("export", *problem, f"out={tmp_path / 'again'}", env=nvcc)
+    assert again.returncode == 0, again.stderr[-2000:]
+    cubins = [folder for folder, _, files in os.walk(tmp_path / "cache") for name in files if name == "kernel.cubin"]
+    assert cubins and all(c.startswith(str(tmp_path / "cache" / "nvrtc")) for c in cubins)  # none by nvcc
+    for art in ("art", "again"):
+        metadata = json.loads((tmp_path / art / "metadata.json").read_text())
+        assert metadata["versions"]["compiler"].startswith("nvrtc-"), metadata["versions"]
+
+    kernel = tilesearch.load(str(tmp_path / "art"))
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    a = torch.randn(1000, 500, device="cuda", dtype=torch.bfloat16, generator=gen)
+    b = torch.randn(3000, 500, device="cuda", dtype=torch.bfloat16, generator=gen)
+    want = a.double() @ b.double().T
+    got = kernel(a, b).double()
+    assert ((got - want).norm() / want.norm()).item() < 4e-3
+
+
+def test_a_studys_compiler_is_read_from_its_identity():
+    assert compiler.of_identity(None) == "nvcc" == compiler.of_identity({"nvcc": "13.0"})
+    assert compiler.of_identity({"compiler": "nvrtc-13.0"}) == "nvrtc"
+
+
+@needs_nvrtc
+def test_using_a_compiler_switches_this_process_and_puts_it_back(fresh, monkeypatch):
+    monkeypatch.delenv(compiler.VARIABLE, raising=False)
+    compiler.install()
+    with compiler.using("nvrtc"):
+        assert compiler._installed == "nvrtc" and os.environ["TILELANG_CACHE_DIR"] == str(fresh / "nvrtc")
+    assert compiler._installed == "nvcc" and os.environ["TILELANG_CACHE_DIR"] == str(fresh)
+    assert compiler.VARIABLE not in os.environ
+    monkeypatch.delenv("TILELANG_CACHE_DIR")
+    with compiler.using("nvrtc"):
+        assert os.environ["TILELANG_CACHE_DIR"] == os.path.expanduser("~/.tilelang/cache/nvrtc")
+    assert "TILELANG_CACHE_DIR" not in os.environ  # unset again, as it was
+
+
+@needs_nvrtc
+def test_an_export_builds_with_the_compiler_its_study_measured_with(fresh, monkeypatch):
+    from search_spaces.gemm import GemmOp
+    from tilesearch.database import TrialRecord
+    from tilesearch.deploy import exporter
+
+    monkeypatch.delenv(compiler.VARIABLE, raising=False)
+    op = GemmOp()
+    problem = op.problem(m=256, n=256, k=256)
+    seen = []
+
+    def build(self, op=None):
+        seen.append(compiler.chosen())
+        compiler.install()
+        seen.append(os.environ["TILELANG_CACHE_DIR"])
+        raise RuntimeError("built")
+
+    monkeypatch.setattr(Candidate, "build", build)
+    record = TrialRecord(number=0, key="k", config=GEMM, status="ok")
+    for identity, want in (({"compiler": "nvrtc-13.0"}, ["nvrtc", str(fresh / "nvrtc")]),
+                           ({"nvcc": "13.0"}, ["nvcc", str(fresh)])):
+        seen.clear()
+        choice = exporter.Choice("study", record, {"target": H100.to_dict(), "identity": identity})
+        with pytest.raises(RuntimeError, match="built"):
+            exporter.write(fresh / "art", op, problem, choice)
+        assert seen == want
+    assert compiler.chosen() == "nvcc"  # this process's own choice, back

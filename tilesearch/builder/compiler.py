@@ -26,11 +26,13 @@ for several architectures goes to nvcc, as does a code NVRTC rejects (logged onc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from tilesearch.errors import TilesearchError
@@ -47,6 +49,7 @@ COMMON_HEADERS = ("instruction/wgmma.h", "intrin.h", "barrier.h", "copy.h", "cop
 _HEADER = re.compile(r"\s*#\s*include\s*<(tl_templates/[^>]+)>\s*$")
 
 _installed: str | None = None
+_base_cache: str | None = None  # TILELANG_CACHE_DIR before NVRTC's folder was chosen (None: unset)
 _lock = threading.Lock()
 _spent = [0.0]  # seconds inside NVRTC in this process
 _warned: set[str] = set()
@@ -77,7 +80,7 @@ def describe() -> str:
 def install() -> None:
     """Makes this process compile device code with the chosen compiler, from its own TileLang
     cache folder. Idempotent; cheap after the first call."""
-    global _installed
+    global _installed, _base_cache
     name = chosen()
     if _installed == name:
         return
@@ -88,9 +91,40 @@ def install() -> None:
             _nvrtc_version()  # fails here, with a clear error, where NVRTC cannot load
             base = os.environ.get("TILELANG_CACHE_DIR") or os.path.expanduser("~/.tilelang/cache")
             if os.path.basename(os.path.normpath(base)) != "nvrtc":  # a child has it from its parent
+                _base_cache = os.environ.get("TILELANG_CACHE_DIR")
                 os.environ["TILELANG_CACHE_DIR"] = os.path.join(base, "nvrtc")
             _register(compile_device_code)
+        elif _installed == "nvrtc":  # back to nvcc in this process: TileLang's own hook and folder
+            from tilelang.cuda import backend
+
+            if _base_cache is None:
+                os.environ.pop("TILELANG_CACHE_DIR", None)
+            else:
+                os.environ["TILELANG_CACHE_DIR"] = _base_cache
+            _register(backend.tilelang_callback_cuda_compile)
         _installed = name
+
+
+@contextlib.contextmanager
+def using(name: str) -> Iterator[None]:
+    """This process compiles with ``name`` inside, whatever ``TILESEARCH_COMPILER`` says outside:
+    an export builds the kernel its study measured."""
+    before = os.environ.get(VARIABLE)
+    os.environ[VARIABLE] = name
+    try:
+        install()
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(VARIABLE, None)
+        else:
+            os.environ[VARIABLE] = before
+        install()
+
+
+def of_identity(identity: dict[str, Any] | None) -> str:
+    """The compiler a study's identity records (``nvcc`` where it records none)."""
+    return str((identity or {}).get("compiler", "nvcc")).split("-")[0]
 
 
 def spent() -> float:

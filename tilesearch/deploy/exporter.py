@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tilesearch import registry, versions
+from tilesearch import provenance, registry, versions
+from tilesearch.builder import compiler
 from tilesearch.composite import Composite, Launch, shape_to_json
 from tilesearch.database import (
     MissingStorageError,
@@ -164,9 +165,15 @@ def write(
 
     Writes through a staging directory, so an interrupted export leaves no half-written artifact.
     """
-    kernel = Candidate(operator.name, problem.to_dict(), dict(choice.record.config), choice.target,
-                       runtime=runtime).build(operator)
-    program = as_composite(operator, problem, kernel)
+    # the compiler the study measured with, whatever this process would choose (builder/compiler.py)
+    with compiler.using(compiler.of_identity(choice.attrs.get(provenance.IDENTITY_ATTR))):
+        kernel = Candidate(operator.name, problem.to_dict(), dict(choice.record.config), choice.target,
+                           runtime=runtime).build(operator)
+        program = as_composite(operator, problem, kernel)
+        return _write(out, operator, problem, choice, program)
+
+
+def _write(out: str | os.PathLike[str], operator: Operator, problem: Problem, choice: Choice, program: Composite) -> Metadata:
     with staged(out) as staging:
         libraries: dict[int, str] = {}
         for launch in program.launches:

@@ -23,6 +23,7 @@ reqs=(
   "xgboost-cpu==3.4.1"
   "optuna==5.0.0"
   "alembic" "sqlalchemy" "colorlog" "mako" "greenlet"
+  "cuda-bindings==13.*"  # TILESEARCH_COMPILER=nvrtc; the host's CUDA 13 toolkit has libnvrtc
 )
 # each plugin's declared dependencies, tilesearch itself left out
 for pyproject in plugins/*/pyproject.toml; do

@@ -8,12 +8,12 @@ as TileLang's own NVRTC backend does (its ``nvrtc_std.h`` prelude, ``-default-de
 automatic precompiled headers (``-pch``), which NVRTC keeps in the process and reuses for the next
 code with the same includes. Prints the seconds of each, and whether the cubins' code
 (``.text``) and everything else but debug data and notes (:func:`tilesearch.builder.batch.code_sections`)
-agree.
+agree. NVRTC compiles as the compile pool does under ``TILESEARCH_COMPILER=nvrtc``
+(:mod:`tilesearch.builder.compiler`: every code given the same TileLang headers, so that one
+precompiled header serves all; the cubins are those of each code alone).
 
-Needs nvcc, and NVRTC for Python: ``pip install "cuda-bindings==13.0.*" "nvidia-cuda-nvrtc==13.0.*"``
-and ``LD_LIBRARY_PATH`` naming the folder of ``libnvrtc.so.13`` (site-packages/nvidia/cu13/lib).
-On the GPU host, whose toolkit has its own NVRTC (``$CUDA_HOME/lib64``), only the bindings travel:
-``bash scripts/make-bundle.sh "cuda-bindings==<the host toolkit's major>.*"`` (about 8 MB more).
+Needs nvcc, and NVRTC for Python (the test extra: ``pip install -e .[test]``). On the GPU host,
+whose toolkit has its own NVRTC (``$CUDA_HOME/lib64``), the bundle brings the bindings.
 
 With ``gpu=1`` (on the GPU host) it also answers what the CPU cannot: each sampled configuration
 is built twice, its device code compiled by nvcc and by NVRTC (TileLang's kernel cache off, so each
@@ -21,7 +21,8 @@ build compiles), both kernels are checked against float64, and they are timed in
 (:func:`tilesearch.runner.measure.rounds`: CUDA events, L2 flushed before every call, warm-up,
 rounds added until the ratio's interval is within ``precision``). It prints the ratio of
 nvcc's median to NVRTC's with its 95% interval (paired bootstrap over rounds): above 1, NVRTC's kernel
-is faster. Not yet run on a GPU (2026-11-29).
+is faster. On an H200 (2026-11-29, ``experiments/results/fast/nvrtc_probe_gpu_h200_b4314f0.txt``)
+the 12 kernels ran 0.983-1.058x as fast as nvcc's, with the same results to the bit.
 
 usage: python scripts/nvrtc_probe.py [configs=6] [seed=0] [gpu=1 [precision=0.005]]
 """
@@ -95,49 +96,32 @@ def by_nvcc(code: str, includes: list[str]) -> tuple[bytes, float]:
             return f.read(), spent
 
 
-def by_nvrtc(code: str, includes: list[str]) -> tuple[bytes, float]:
-    import cuda.bindings.nvrtc as nvrtc
+def by_nvrtc(code: str) -> tuple[bytes, float]:
+    """NVRTC's cubin of ``code`` as the compile pool makes it under ``TILESEARCH_COMPILER=nvrtc``
+    (:mod:`tilesearch.builder.compiler`), and the seconds it took."""
+    from tilesearch.builder import compiler
 
-    options = [b"--gpu-architecture=sm_90a", b"-std=c++20", b"-lineinfo", b"-default-device", b"-pch",
-               *(i.encode() for i in includes)]
-    source = ("#include <tl_templates/cuda/nvrtc_std.h>\n" + code).encode()
-    began = time.perf_counter()
-    _, program = nvrtc.nvrtcCreateProgram(source, b"k.cu", 0, [], [])
-    status = nvrtc.nvrtcCompileProgram(program, len(options), options)[0]
-    spent = time.perf_counter() - began
-    if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        _, size = nvrtc.nvrtcGetProgramLogSize(program)
-        log = bytes(size)
-        nvrtc.nvrtcGetProgramLog(program, log)
-        raise RuntimeError(log.decode(errors="replace")[-2000:])
-    _, size = nvrtc.nvrtcGetCUBINSize(program)
-    cubin = bytes(size)
-    nvrtc.nvrtcGetCUBIN(program, cubin)
-    nvrtc.nvrtcDestroyProgram(program)
-    return cubin, spent
+    before = compiler.spent()
+    cubin = compiler.nvrtc_cubin(compiler.shared_includes(code), compiler.options_for("sm_90a"))
+    return cubin, compiler.spent() - before
 
 
 def main(argv: list[str]) -> int:
     import tilelang  # noqa: F401 - before tvm
-    from tilelang.contrib.nvcc import get_nvcc_compiler
     from tilelang.env import CUTLASS_INCLUDE_DIR, TILELANG_TEMPLATE_PATH
-    from tilelang.jit.adapter.nvrtc.include_paths import discover_cuda_include_paths
 
     from tilesearch.builder.batch import code_sections
 
     args = dict(arg.split("=", 1) for arg in argv)
     includes = ["-I" + TILELANG_TEMPLATE_PATH, "-I" + CUTLASS_INCLUDE_DIR]
-    toolkit = os.path.dirname(os.path.dirname(get_nvcc_compiler()))
-    rtc_includes = includes + ["-I" + p for p in discover_cuda_include_paths(toolkit)]
     if args.get("gpu") == "1":
-        return on_gpu(int(args.get("configs", 6)), int(args.get("seed", 0)), float(args.get("precision", 0.005)),
-                      rtc_includes)
+        return on_gpu(int(args.get("configs", 6)), int(args.get("seed", 0)), float(args.get("precision", 0.005)))
     codes = device_codes(int(args.get("configs", 6)), int(args.get("seed", 0)))
     print(f"{'code':>4} {'nvcc s':>7} {'nvrtc s':>8}  text  rest")
     rows = []
     for i, code in enumerate(codes):
         a, nvcc_s = by_nvcc(code, includes)
-        b, nvrtc_s = by_nvrtc(code, rtc_includes)
+        b, nvrtc_s = by_nvrtc(code)
         mine, theirs = code_sections(a), code_sections(b)
         names = set(mine) | set(theirs)
         text = all(mine.get(n) == theirs.get(n) for n in names if n.startswith(".text"))
@@ -153,7 +137,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def on_gpu(configs: int, seed: int, precision: float, rtc_includes: list[str]) -> int:
+def on_gpu(configs: int, seed: int, precision: float) -> int:
     """Each sampled configuration built with either compiler, checked and timed (module docstring)."""
     import statistics
 
@@ -162,12 +146,10 @@ def on_gpu(configs: int, seed: int, precision: float, rtc_includes: list[str]) -
     from tilelang.env import env
 
     from tilesearch import registry
+    from tilesearch.builder import compiler
     from tilesearch.runner.measure import MeasureSettings, rounds
     from tilesearch.runner.stats import ratio
     from tilesearch.target import detect
-
-    def nvrtc_hook(code, tvm_target, pass_config=None):
-        return bytearray(by_nvrtc(str(code), rtc_includes)[0])
 
     env.disable_cache()  # the kernel cache is keyed by the program, not by the compiler
     op, target = registry.load("gemm"), detect()
@@ -184,7 +166,7 @@ def on_gpu(configs: int, seed: int, precision: float, rtc_includes: list[str]) -
         for _ in range(configs):
             config = space.sample(rng)
             calls, errors = {}, {}
-            for name, hook in (("nvcc", backend.tilelang_callback_cuda_compile), ("nvrtc", nvrtc_hook)):
+            for name, hook in (("nvcc", backend.tilelang_callback_cuda_compile), ("nvrtc", compiler.compile_device_code)):
                 with compiling_with(hook):
                     kernel = op.build(problem, config, target)
                 out = torch.full_like(reference, float("nan"), dtype=inputs[0].dtype)

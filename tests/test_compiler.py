@@ -279,3 +279,18 @@ def test_an_export_builds_with_the_compiler_its_study_measured_with(fresh, monke
             exporter.write(fresh / "art", op, problem, choice)
         assert seen == want
     assert compiler.chosen() == "nvcc"  # this process's own choice, back
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_a_kernel_built_before_a_switch_is_built_again_by_the_other_compiler(fresh, monkeypatch):
+    from search_spaces.gemm import GemmOp
+
+    monkeypatch.delenv(compiler.VARIABLE, raising=False)
+    op = GemmOp()
+    problem = op.problem(m=640, n=640, k=640)
+    op.build(problem, GEMM, H100)  # by nvcc, and kept in TileLang's memory, keyed by the program alone
+    before = compiler.spent()
+    with compiler.using("nvrtc"):
+        Candidate("gemm", problem.to_dict(), GEMM, H100).build()
+    assert compiler.spent() > before

@@ -87,6 +87,8 @@ def install() -> None:
     with _lock:
         if _installed == name:
             return
+        if name != (_installed or "nvcc"):
+            _forget_compiled()
         if name == "nvrtc":
             _nvrtc_version()  # fails here, with a clear error, where NVRTC cannot load
             base = os.environ.get("TILELANG_CACHE_DIR") or os.path.expanduser("~/.tilelang/cache")
@@ -258,6 +260,20 @@ def nvrtc_cubin(code: str, options: list[str]) -> bytes:
     finally:
         nvrtc.nvrtcDestroyProgram(program)
         _spent[0] += time.perf_counter() - began
+
+
+def _forget_compiled() -> None:
+    """Empties TileLang's in-memory kernel caches: keyed by the program alone, they hold the other
+    compiler's kernels after a switch (its disk caches are apart, see :func:`install`)."""
+    from tilelang.cache.kernel_cache import KernelCache
+
+    classes = [KernelCache]
+    while classes:
+        cls = classes.pop()
+        classes.extend(cls.__subclasses__())
+        instance = cls.__dict__.get("_instance")
+        if instance is not None:
+            instance._memory_cache.clear()
 
 
 def _nvrtc_version() -> tuple[int, int]:

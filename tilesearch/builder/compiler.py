@@ -27,9 +27,11 @@ for several architectures goes to nvcc, as does a code NVRTC rejects (logged onc
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -228,14 +230,29 @@ def options_for(arch: str) -> list[str]:
     """NVRTC's options: those of TileLang's nvcc compile (C++20, line info, its include folders)
     and of its NVRTC backend (device functions by default, the CUDA headers' folders), with
     automatic precompiled headers."""
-    from tilelang.contrib.nvcc import get_nvcc_compiler
     from tilelang.env import CUTLASS_INCLUDE_DIR, TILELANG_TEMPLATE_PATH
     from tilelang.jit.adapter.nvrtc.include_paths import discover_cuda_include_paths
 
-    toolkit = os.path.dirname(os.path.dirname(get_nvcc_compiler()))
-    includes = [TILELANG_TEMPLATE_PATH, CUTLASS_INCLUDE_DIR, *discover_cuda_include_paths(toolkit)]
+    includes = [TILELANG_TEMPLATE_PATH, CUTLASS_INCLUDE_DIR, *discover_cuda_include_paths(toolkit())]
     return [f"--gpu-architecture={arch}", "-std=c++20", "-lineinfo", "-default-device", "-pch",
             *("-I" + path for path in includes)]
+
+
+@functools.cache
+def toolkit() -> str:
+    """The CUDA toolkit's folder, whose headers NVRTC needs: where the nvcc that TileLang runs
+    says it is (``TOP`` in its ``--dryrun``), since that nvcc may be a wrapper script elsewhere
+    (``/usr/local/bin/nvcc`` on the CI machines runs ``/usr/local/cuda-13.0/bin/nvcc``)."""
+    from tilelang.contrib.nvcc import get_nvcc_compiler
+
+    nvcc = get_nvcc_compiler()
+    try:
+        said = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+                              capture_output=True, text=True, timeout=60).stderr
+    except (OSError, subprocess.SubprocessError):
+        said = ""
+    top = re.search(r"^#\$ TOP=(.+)$", said, re.M)
+    return os.path.normpath(top.group(1).strip()) if top else os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
 
 
 def nvrtc_cubin(code: str, options: list[str]) -> bytes:

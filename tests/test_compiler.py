@@ -270,6 +270,14 @@ def test_using_a_compiler_switches_this_process_and_puts_it_back(fresh, monkeypa
     with compiler.using("nvrtc"):
         assert os.environ["TILELANG_CACHE_DIR"] == os.path.expanduser("~/.tilelang/cache/nvrtc")
     assert "TILELANG_CACHE_DIR" not in os.environ  # unset again, as it was
+    # a compile worker, started by an NVRTC run: its folder comes from its parent, nvcc's is the one above
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(fresh / "nvrtc"))
+    monkeypatch.setenv(compiler.VARIABLE, "nvrtc")
+    compiler.install()
+    assert os.environ["TILELANG_CACHE_DIR"] == str(fresh / "nvrtc")
+    with compiler.using("nvcc"):
+        assert os.environ["TILELANG_CACHE_DIR"] == str(fresh)
+    assert os.environ["TILELANG_CACHE_DIR"] == str(fresh / "nvrtc")
 
 
 @needs_nvrtc

@@ -9,12 +9,13 @@ a GEMM kernel's device code took a median 0.41 s with NVRTC against 1.92 s with 
 
 Why not by default: the kernels are not the same. TileLang's NVRTC prelude (``nvrtc_std.h``) and its
 ``__CUDACC_RTC__`` branches change the code (no cubin of 12 sampled was identical); on an H200 the
-12 kernels ran 0.983-1.058x as fast as nvcc's, 1.005x by geometric mean, with the same results to the
+12 kernels ran 0.983-1.058x as fast as nvcc's, 1.007x by geometric mean, with the same results to the
 bit (``scripts/nvrtc_probe.py gpu=1``). So a run measures, and hands back, the kernels of one
 compiler only:
 
 - the choice is part of a study's identity (:func:`describe`, recorded by
-  :mod:`tilesearch.versions`), so an NVRTC study is never resumed, or exported, under nvcc;
+  :mod:`tilesearch.versions`), so an NVRTC study is never resumed under nvcc, and its export builds
+  with NVRTC whatever the exporting process chose (:func:`using`, :func:`of_identity`);
 - TileLang's caches (kernels and cubins, keyed by the program, not by the compiler) live in a
   folder of their own, ``$TILELANG_CACHE_DIR/nvrtc``;
 - every process that compiles installs the same choice (:func:`install`, called by
@@ -94,7 +95,9 @@ def install() -> None:
         if name == "nvrtc":
             _nvrtc_version()  # fails here, with a clear error, where NVRTC cannot load
             base = os.environ.get("TILELANG_CACHE_DIR") or os.path.expanduser("~/.tilelang/cache")
-            if os.path.basename(os.path.normpath(base)) != "nvrtc":  # a child has it from its parent
+            if os.path.basename(os.path.normpath(base)) == "nvrtc":  # a child has it from its parent
+                _base_cache = os.path.dirname(os.path.normpath(base))
+            else:
                 _base_cache = os.environ.get("TILELANG_CACHE_DIR")
                 os.environ["TILELANG_CACHE_DIR"] = os.path.join(base, "nvrtc")
             _register(compile_device_code)

@@ -38,11 +38,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from tilesearch.builder.batch import _OWN_OPTIONS, _arch, _register, split
 from tilesearch.errors import TilesearchError
 
 VARIABLE = "TILESEARCH_COMPILER"
 COMPILERS = ("nvcc", "nvrtc")
-_OWN_OPTIONS = ("tl.enable_fast_math", "tl.ptxas_register_usage_level", "tl.device_compile_flags")
 log = logging.getLogger(__name__)
 # The TileLang headers a GEMM's or einsum-sum's device code includes (TileLang 0.1.15), every code a
 # few of them. NVRTC keeps one precompiled header per distinct run of leading includes, so each code
@@ -142,18 +142,16 @@ def spent() -> float:
 def compile_device_code(code: Any, target: Any, pass_config: Any = None) -> bytearray:
     """TileLang's device-code compile hook, by NVRTC where it can (see the module docstring)."""
     from tilelang.cache.cuda_binary_cache import CUDABinaryCache
-    from tilelang.contrib import nvcc
     from tilelang.cuda import backend
 
     config = dict(pass_config or {})
-    arch, arch_code = nvcc.get_target_arch_and_code(target)
-    if (any(config.get(key) for key in _OWN_OPTIONS) or len(nvcc.get_target_code_list(arch_code)) > 1
-            or nvcc.format_target_code_for_gencode(arch_code) is not None):
+    arch = _arch(target)  # None: a code for several architectures
+    if arch is None or any(config.get(key) for key in _OWN_OPTIONS):
         return backend.tilelang_callback_cuda_compile(code, target, pass_config)
     code = str(code)
-    options = options_for(f"sm_{arch}")
-    key = CUDABinaryCache.make_key(code=code, target_kind=target.kind.name, target_arch=arch,
-                                   target_code=[f"sm_{arch}"], compile_format="cubin", options=options)
+    options = options_for(arch)
+    key = CUDABinaryCache.make_key(code=code, target_kind=target.kind.name, target_arch=arch[3:],
+                                   target_code=[arch], compile_format="cubin", options=options)
     cached = CUDABinaryCache.load(key, "cubin")
     if cached is not None:
         return bytearray(cached)
@@ -205,8 +203,6 @@ def shared_includes(code: str) -> str:
     (:data:`COMMON_HEADERS` and those codes have brought since), so that every code starts alike
     and NVRTC parses the headers once. The headers guard themselves (``#pragma once``); a code's
     kernels come out the same (``tests/test_compiler.py`` compares the cubins)."""
-    from tilesearch.builder.batch import split
-
     if not _shared:
         from tilelang.env import TILELANG_TEMPLATE_PATH
 
@@ -308,8 +304,3 @@ def _nvrtc_version() -> tuple[int, int]:
         raise CompilerError(f"{VARIABLE}=nvrtc needs NVRTC 12.8 or later (precompiled headers); found {major}.{minor}")
     return major, minor
 
-
-def _register(hook: Any) -> None:
-    from tilesearch.builder.batch import _register as register
-
-    register(hook)

@@ -34,6 +34,7 @@ needs_nvrtc = pytest.mark.skipif(not _nvrtc(), reason="needs cuda-bindings and l
 def fresh(monkeypatch, tmp_path):
     """A process whose compiler is not installed yet, and is TileLang's own again afterwards."""
     monkeypatch.setattr(compiler, "_installed", None)
+    monkeypatch.setattr(compiler, "_headers", {})
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
     yield tmp_path / "cache"
     from tilelang.cuda import backend
@@ -152,7 +153,8 @@ def test_the_compile_pool_compiles_by_nvrtc_one_at_a_time(fresh, monkeypatch):
     from search_spaces.gemm import GemmOp
 
     monkeypatch.setenv(compiler.VARIABLE, "nvrtc")
-    compiler.warm_up()  # raises where NVRTC cannot compile TileLang's headers here (the workers would fall back)
+    compiler.warm_up()
+    compiler.make_header("sm_90a").result()  # raises where NVRTC cannot compile TileLang's headers here
     problem = GemmOp().problem(m=512, n=512, k=512)
     candidates = [Candidate("gemm", problem.to_dict(), dict(GEMM, num_stages=s), H100) for s in (2, 3)]
     with LocalBuilder(workers=1, timeout=600) as builder:
@@ -211,7 +213,33 @@ def test_a_worker_makes_nvrtcs_header_as_it_starts_only_when_nvrtc_is_chosen(fre
     assert compiler.spent() == before and compiler._installed is None
     monkeypatch.setenv(compiler.VARIABLE, "nvrtc")
     compiler.warm_up()
+    compiler.make_header("sm_90a").result()  # made in a thread, while the worker lowers its first candidate
     assert compiler.spent() > before and compiler._installed == "nvrtc"
+
+
+def test_the_header_is_made_in_a_thread_and_a_kernel_waits_for_it(fresh, monkeypatch):
+    # a compile-pool worker lowers its first candidate meanwhile; NVRTC would not use a header half made
+    import threading
+
+    gate, compiled = threading.Event(), []
+
+    def nvrtc(code, options):
+        if code == "HEADER":
+            gate.wait(30)
+        compiled.append(code)
+        return b"cubin"
+
+    monkeypatch.setattr(compiler, "nvrtc_cubin", nvrtc)
+    monkeypatch.setattr(compiler, "header_code", lambda arch: "HEADER")
+    made = compiler.make_header("sm_90a")
+    assert not made.done() and compiler.make_header("sm_90a") is made  # started once, in the background
+    waiting = threading.Thread(target=compiler._header_made, args=("sm_90a",))
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive()  # a kernel's compile waits
+    gate.set()
+    waiting.join(30)
+    assert not waiting.is_alive() and made.result() == b"cubin" and compiled == ["HEADER"]
 
 
 @pytest.mark.gpu

@@ -66,3 +66,43 @@ def test_a_stopped_worker_runs_its_exit_handlers_and_exits_cleanly(tmp_path):
     proc = worker._proc
     worker.stop()
     assert proc.exitcode == 0 and marker.exists()
+
+
+def test_a_forked_worker_starts_where_a_spawned_one_would(tmp_path, monkeypatch):
+    # the fork server started once, with the environment of then; a worker forked later must get
+    # the parent's environment, path and folder of its own start, as a spawned one does
+    import os
+    import sys
+
+    with IsolatedWorker(forked=True) as early:
+        early.call(f"{CALLS}:pid", timeout=60)
+    monkeypatch.setenv("TILESEARCH_TEST_VAR", "later")
+    monkeypatch.delenv("TILESEARCH_TEST_GONE", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with IsolatedWorker(forked=True, env={"TILESEARCH_TEST_OWN": "1"}) as forked, IsolatedWorker() as spawned:
+        got = forked.call(f"{CALLS}:where", timeout=60).value
+        assert spawned.call(f"{CALLS}:where", timeout=60).value[1:] == got[1:]
+    env, path, cwd = got
+    assert env["TILESEARCH_TEST_VAR"] == "later" and env["TILESEARCH_TEST_OWN"] == "1"
+    assert "TILESEARCH_TEST_GONE" not in env
+    assert path == sys.path and cwd == os.getcwd() == str(tmp_path)
+
+
+def test_the_compile_pool_is_forked_from_a_process_that_has_imported_tilelang():
+    import os
+
+    from tilesearch.builder.local import LocalBuilder
+    from tilesearch.workers import preload
+
+    preload(["tilesearch.builder.warm"])  # as the compile pool asks: the first list holds
+    with IsolatedWorker(forked=True) as forked, IsolatedWorker() as spawned:
+        assert forked.call(f"{CALLS}:imported", "tilelang", timeout=120).value  # before any call imported it
+        assert not spawned.call(f"{CALLS}:imported", "tilelang", timeout=60).value
+    builder = LocalBuilder(workers=1)
+    try:
+        worker = builder._idle.get(timeout=120)  # once warmed up: one call at a time
+        builder._idle.put(worker)
+        assert worker.forked and worker.call("os:getppid", timeout=60).value != os.getpid()
+    finally:
+        builder.close()

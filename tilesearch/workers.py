@@ -22,13 +22,16 @@ import importlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 _CTX = mp.get_context("spawn")
+_FORKED = mp.get_context("forkserver")
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,25 @@ def _exit() -> None:
     os._exit(0)
 
 
-def _serve(conn: Any, env: dict[str, str], nice: int = 0) -> None:
+def preload(modules: Sequence[str]) -> None:
+    """Names the modules that the process workers are forked from (``forked=True``) imports once,
+    before its first fork. It is one process per tuning process (Python's fork server), so the
+    first caller's list holds; a later list changes nothing once a worker has been forked."""
+    _FORKED.set_forkserver_preload(list(modules))
+
+
+def _serve(conn: Any, env: dict[str, str], nice: int = 0, where: tuple[list[str], str] | None = None) -> None:
     if nice:
         os.nice(nice)  # the compiler processes it starts inherit it
     # Ctrl-C reaches the whole process group; the parent stops its workers itself (tilesearch.shutdown),
     # so a worker must not die of it mid-call, printing a traceback of its own
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if where is not None:  # forked: the parent's environment, path and folder as of now, as spawn gives them
+        path, cwd = where
+        os.environ.clear()
+        sys.path[:] = path
+        importlib.invalidate_caches()
+        os.chdir(cwd)
     os.environ.update(env)
     while True:
         try:
@@ -99,18 +115,31 @@ class WorkerClosedError(RuntimeError):
 
 
 class IsolatedWorker:
-    """A child process, started with ``spawn``, that runs one call at a time.
+    """A child process that runs one call at a time, started with ``spawn``, or ``forked`` from a
+    process that has imported the :func:`preload` modules already.
+
+    Why forked: the compile pool's 15 processes each imported TileLang (and made NVRTC's
+    precompiled header) as they started, 15 times the same seconds of CPU at once. On the H200
+    host their warm-ups ended 7.3-9.9 s into README's main command, the CPU 94-100% busy, and the
+    first measured trial came after 10.2 s (``scripts/timeline_probe.py``, RESULTS.md). Forked from
+    one process that has done it, a worker starts in milliseconds. A forked child gets what a spawned
+    one would, as of its start: the parent's environment, ``sys.path`` and working folder; what
+    the preloaded modules read as they were imported (once, by the fork server) it does not.
+    No CUDA context may exist where it forks, so the runner's workers are spawned.
 
     Args:
         env: environment variables set in the child before any call (e.g. ``CUDA_VISIBLE_DEVICES``).
         name: shown in error texts.
         nice: added to the child's niceness (lower CPU priority) before any call.
+        forked: fork the child from the fork server (see :func:`preload`) instead of spawning it.
     """
 
-    def __init__(self, env: dict[str, str] | None = None, name: str = "worker", nice: int = 0) -> None:
+    def __init__(self, env: dict[str, str] | None = None, name: str = "worker", nice: int = 0,
+                 forked: bool = False) -> None:
         self.env = dict(env or {})
         self.name = name
         self.nice = nice
+        self.forked = forked
         self._proc: Any = None
         self._conn: Any = None
         self.restarts = 0
@@ -126,8 +155,11 @@ class IsolatedWorker:
                 raise WorkerClosedError(f"{self.name} is closed")
             if self._proc is not None and self._proc.is_alive():
                 return
-            parent, child = _CTX.Pipe()
-            self._proc = _CTX.Process(target=_serve, args=(child, self.env, self.nice), daemon=True, name=self.name)
+            ctx = _FORKED if self.forked else _CTX
+            where = ([*sys.path], os.getcwd()) if self.forked else None
+            env = {**os.environ, **self.env} if self.forked else self.env
+            parent, child = ctx.Pipe()
+            self._proc = ctx.Process(target=_serve, args=(child, env, self.nice, where), daemon=True, name=self.name)
             self._proc.start()
             child.close()
             self._conn = parent

@@ -36,6 +36,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, wait
 from typing import Any
 
 from tilesearch.builder.batch import _OWN_OPTIONS, _arch, _register, split
@@ -57,6 +58,7 @@ _lock = threading.Lock()
 _spent = [0.0]  # seconds inside NVRTC in this process
 _warned: set[str] = set()
 _shared: list[str] = []  # the headers every code is given in this process, in order
+_headers: dict[str, Future[bytes]] = {}  # arch -> the compile that makes its precompiled header
 
 
 class CompilerError(TilesearchError):
@@ -155,6 +157,7 @@ def compile_device_code(code: Any, target: Any, pass_config: Any = None) -> byte
     cached = CUDABinaryCache.load(key, "cubin")
     if cached is not None:
         return bytearray(cached)
+    _header_made(arch)
     try:
         try:
             cubin = nvrtc_cubin(shared_includes(code), options)
@@ -171,14 +174,58 @@ def compile_device_code(code: Any, target: Any, pass_config: Any = None) -> byte
 
 
 def warm_up(arch: str = "sm_90a") -> None:
-    """With NVRTC chosen, makes its precompiled header in this process ahead of the first kernel:
-    a compile-pool worker calls this as it starts, so that its first candidate does not pay for it
-    (about 2 s of a 2.5 s compile on the CPU machine). The header must follow the same lines as
-    the kernels' own, so the code is that of a tiny TileLang program, lowered and never compiled
-    by nvcc. ``arch``: the architecture the run will compile for (its header is the arch's own)."""
+    """With NVRTC chosen, makes sure its precompiled header for ``arch`` is made or being made in
+    this process (:func:`make_header`, in a thread): a compile-pool worker calls this as it
+    starts, so that its first candidate does not pay for it (about 2 s of a 2.5 s compile on the CPU
+    machine). A worker forked from :mod:`tilesearch.builder.warm` has the ``sm_90a`` header made;
+    for another arch it lowers its first candidate while the header is made, and that
+    candidate's device code waits for it. ``arch``: the architecture the run will compile for."""
     if chosen() != "nvrtc":
         return
     install()
+    make_header(arch)
+
+
+def make_header(arch: str, background: bool = True) -> Future[bytes]:
+    """Makes NVRTC's precompiled header for ``arch`` in this process, whichever compiler is
+    installed, in a thread of its own (NVRTC runs without Python's lock) or, not ``background``,
+    now; the future of that compile (its error, where NVRTC cannot take TileLang's headers here).
+    The header must follow the same lines as the kernels' own, so its code is that of a tiny
+    TileLang program (:func:`header_code`). The process the compile pool is forked from makes it
+    now (:mod:`tilesearch.builder.warm`): no thread may run where it forks."""
+    with _lock:
+        if arch not in _headers:
+            code, options = header_code(arch), options_for(arch)
+            made: Future[bytes] = Future()
+            made.set_running_or_notify_cancel()
+
+            def compile_header() -> None:
+                try:
+                    made.set_result(nvrtc_cubin(code, options))
+                except BaseException as exc:  # noqa: BLE001 - the kernel's own compile meets it again
+                    made.set_exception(exc)
+
+            if background:
+                threading.Thread(target=compile_header, name=f"nvrtc-header-{arch}", daemon=True).start()
+            else:
+                compile_header()
+            _headers[arch] = made
+        return _headers[arch]
+
+
+def _header_made(arch: str) -> None:
+    """Waits for :func:`make_header`'s compile for ``arch``, if one was started: NVRTC uses a header
+    only once it is made, and makes none while another is being made."""
+    made = _headers.get(arch)
+    if made is not None:
+        wait([made])
+
+
+@functools.cache
+def header_code(arch: str) -> str:
+    """The device code NVRTC's precompiled header is made from: a tiny TileLang program's,
+    lowered and never compiled, its includes those every code is given (:func:`shared_includes`).
+    The process the compile pool is forked from lowers it once (:mod:`tilesearch.builder.warm`)."""
     import tilelang
     import tilelang.language as T
     from tilelang.engine.lower import lower
@@ -194,8 +241,7 @@ def warm_up(arch: str = "sm_90a") -> None:
     del tilelang  # imported first, for TVM
     target = Target.from_arch(arch).tvm()
     with target:
-        code = lower(copy, target=target).kernel_source
-    nvrtc_cubin(shared_includes(code), options_for(arch))
+        return shared_includes(lower(copy, target=target).kernel_source)
 
 
 def shared_includes(code: str) -> str:

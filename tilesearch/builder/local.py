@@ -26,7 +26,7 @@ from typing import Any
 from tilesearch.builder import compiler
 from tilesearch.builder.base import Builder
 from tilesearch.records import BuildResult, Candidate
-from tilesearch.workers import IsolatedWorker
+from tilesearch.workers import IsolatedWorker, preload
 
 
 def compile_candidate(candidate: Candidate) -> tuple[float, float]:
@@ -114,8 +114,9 @@ def default_workers() -> int:
 class LocalBuilder(Builder):
     """Compiles in ``workers`` processes on this machine, each call limited to ``timeout`` s.
 
-    The processes start at once and import TileLang in the background, so that they are ready by
-    the time the first candidates come (``tune`` creates its builder before starting the runner).
+    The processes start at once in the background, forked from one that has imported TileLang
+    (:mod:`tilesearch.builder.warm`), so that they are ready by the time the first candidates come
+    (``tune`` creates its builder before starting the runner).
 
     Args:
         workers: worker processes in the compile pool (default: all cores but one).
@@ -139,7 +140,9 @@ class LocalBuilder(Builder):
         # builders never touch a GPU: compiling for an explicit target needs none
         env = {"CUDA_VISIBLE_DEVICES": ""}
         self._idle: queue.Queue[IsolatedWorker] = queue.Queue()
-        self._all = [IsolatedWorker(env=env, name=f"builder-{i}", nice=COMPILE_NICE) for i in range(self.workers)]
+        preload(["tilesearch.builder.warm"])
+        self._all = [IsolatedWorker(env=env, name=f"builder-{i}", nice=COMPILE_NICE, forked=True)
+                     for i in range(self.workers)]
         for worker in self._all:
             self._idle.put(worker)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="build")

@@ -31,3 +31,17 @@ def on_exit_write(path: str) -> None:
     import atexit
 
     atexit.register(lambda: open(path, "w").close())
+
+
+def where() -> tuple[dict[str, str], list[str], str]:
+    """This process's environment, ``sys.path`` and working folder."""
+    import sys
+
+    return dict(os.environ), list(sys.path), os.getcwd()
+
+
+def imported(module: str) -> bool:
+    """Whether ``module`` is imported in this process already."""
+    import sys
+
+    return module in sys.modules

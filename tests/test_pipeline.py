@@ -61,6 +61,48 @@ def test_a_rerun_proposes_the_same_configurations_whatever_order_builds_finish_i
     assert orders[0] == orders[1]
 
 
+class _SlowFirst(_JitteryBuilder):
+    """The first candidate compiles for 0.5 s, the others at once."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.submitted: list[str] = []
+
+    def submit(self, candidate):
+        import time
+
+        from tilesearch.records import BuildResult
+
+        delay = 0.5 if not self.submitted else 0.0
+        self.submitted.append(candidate.key)
+        return self.pool.submit(lambda: (time.sleep(delay), BuildResult(candidate, ok=True))[1])
+
+
+class _Ordered(_Measuring):
+    def __init__(self):
+        super().__init__()
+        self.measured: list[str] = []
+
+    def run(self, candidate, incumbent=None):
+        self.measured.append(candidate.key)
+        return super().run(candidate, incumbent)
+
+
+def test_the_runner_takes_a_compiled_kernel_while_an_older_one_compiles_and_results_are_recorded_in_order(monkeypatch):
+    from tilesearch.database import TuningDatabase
+
+    recorded = []
+    record = TuningDatabase.record
+    monkeypatch.setattr(TuningDatabase, "record",
+                        lambda self, trial, build, run: (recorded.append(trial.number), record(self, trial, build, run))[1])
+    builder, runner = _SlowFirst(), _Ordered()
+    tune(TOY_OP, {"size": 64}, runner=runner, builder=builder, strategy="tpe", trials=8, storage=":memory:",
+         progress=False, retime=0, polish=0)
+    assert runner.measured[0] != builder.submitted[0]  # (it waited for the slow first one: they were equal)
+    assert sorted(runner.measured) == sorted(builder.submitted) and len(runner.measured) == 8
+    assert recorded == sorted(recorded) and len(recorded) == 8  # launch order, as the strategy sees them
+
+
 class _Batching(NullBuilder):
     """One worker that compiles up to four candidates together; remembers how many were launched
     before the first measurement."""

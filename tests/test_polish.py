@@ -133,3 +133,17 @@ def test_the_polish_measures_the_best_s_untried_refits_after_its_rivals():
     after = start + len(rivals)
     assert len(keys) - after >= 2, "the test needs a budget that reaches the refits"
     assert keys[after:after + len(refits)] == refits[:len(keys) - after]
+
+
+def test_the_polish_compiles_ahead_while_the_last_search_trials_are_measured(monkeypatch):
+    # its kernels are in the compile cache when its trials come, not compiled while the GPU waits
+    from tilesearch.builder import NullBuilder
+
+    submitted = []
+    submit = NullBuilder.submit
+    monkeypatch.setattr(NullBuilder, "submit", lambda self, c: (submitted.append(config_key(c.config)), submit(self, c))[1])
+    _, calls, _, _ = _tune(24, 3)
+    polish = [config_key(c) for c in calls[21:]]
+    assert len(submitted) == 24 + 3  # each trial's build, and the polish's three ahead of it
+    ahead = submitted[submitted.index(polish[0]):]
+    assert ahead[:3] == polish and ahead[3:] == polish  # before its trials (the best did not change)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -430,7 +430,7 @@ class _Loop:
     def __init__(self, operator, op_ref, problem, space, target, db, search, builder, runner, settings,
                  phases: Phases | None = None) -> None:
         self.phases = phases or Phases()
-        self.first_at: float | None = None  # when the first result was recorded
+        self.first_at: float | None = None  # when the first result came
         self.run_after_first = 0.0
         self.op_ref, self.problem, self.space, self.target = op_ref, problem, space, target
         self.db, self.search, self.builder, self.runner = db, search, builder, runner
@@ -441,6 +441,7 @@ class _Loop:
         # trials kept for the polish (see TuneSettings)
         self.polish = min(settings.polish, self.budget // 8) if search.polished else 0
         self.polishing = False
+        self.compiled_ahead = False  # the polish's kernels as the search ends (_compile_polish_ahead)
         self.claims = Claims(db)
         self.heartbeat = Heartbeat(db.storage)
         self.poll_s = float(min(settings.heartbeat or 1, 1))
@@ -450,8 +451,10 @@ class _Loop:
         # a strategy that learns from results gets a round more than the workers in flight; one that
         # does not, enough for the compile pool's batches (Strategy.learns)
         self.depth = builder.workers * (1 if search.learns else builder.batch) + self.round
+        # launched and not yet recorded, in launch order: compiling, compiled, measuring or measured
         self.pending: dict[Future[BuildResult], Any] = {}
         self.measuring: _Measuring | None = None  # the trial the runner measures now, in the measuring thread
+        self.results: dict[Future[BuildResult], tuple[BuildResult, RunResult | None]] = {}  # to record, in order
         self.launched = 0
         self.measured = 0
         self.compile_s = 0.0
@@ -489,6 +492,8 @@ class _Loop:
                 while True:
                     shutdown.check()  # a signal whose exception a finalizer swallowed still stops the run
                     exhausted = self._fill()
+                    if self._polish_may_compile():
+                        self._compile_polish_ahead()
                     if self.measuring is not None:
                         self._collect()
                         continue
@@ -502,15 +507,17 @@ class _Loop:
                         if exhausted and self.launched < self.budget:
                             self.progress.note("no configurations left to try")
                         return
-                    # The oldest build first, whichever finished compiling first: the strategy
-                    # then sees results in launch order, and its proposals depend only on them,
-                    # not on how long each compile took (a warm compile cache reorders those), so
-                    # a rerun with the same seed proposes the same configurations. The runner
-                    # rarely waits for it: the pool compiles the others meanwhile.
-                    oldest = next(iter(self.pending))
-                    with self.phases("wait for build"):
-                        wait([oldest])
-                    self._measure(oldest)
+                    # The runner takes the oldest kernel compiled, not the oldest launched: the
+                    # compiles of one round end seconds apart, and waiting for the oldest left the
+                    # GPU idle meanwhile (1.6 s before the first trial of README's main command).
+                    # Results are still recorded, and so seen by the strategy, in launch order
+                    # (_record_ready), so a rerun with the same seed proposes the same configurations.
+                    compiled = self._compiled()
+                    if compiled is None:
+                        with self.phases("wait for build"):
+                            wait([f for f in self.pending if f not in self.results], return_when=FIRST_COMPLETED)
+                        continue
+                    self._measure(compiled)
             except BaseException:
                 # After a signal, write nothing more: the exit is prompt, and a second signal
                 # (which storage calls do not hold back, see shutdown.held) may have landed inside
@@ -520,8 +527,6 @@ class _Loop:
                 # them interrupted, as after a SIGKILL.
                 if not shutdown.received():
                     flight = list(self.pending.values())
-                    if self.measuring is not None:
-                        flight.append(self.measuring.trial)
                     self.db.interrupt(trial.number for trial in flight)
                 raise
 
@@ -550,9 +555,17 @@ class _Loop:
                     self.idle += 1  # another tuning process ended the trial meanwhile (its heartbeat lapsed)
         return False
 
+    def _polish_may_compile(self) -> bool:
+        """Whether the polish's kernels may compile ahead now: every search trial launched, and
+        as many compile workers idle as the polish has trials."""
+        if not self.polish or self.polishing or self.compiled_ahead or self.launched < self.budget - self.polish:
+            return False
+        compiling = sum(not future.done() for future in self.pending)
+        return compiling + self.polish <= self.builder.workers
+
     def _in_flight(self) -> int:
-        """Trials launched and not yet recorded: compiling, compiled, or being measured."""
-        return len(self.pending) + (self.measuring is not None)
+        """Trials launched and not yet recorded: compiling, compiled, being measured or measured."""
+        return len(self.pending)
 
     def _start_polish(self) -> None:
         """Every search result is in: the rest of the budget goes to the best configuration's
@@ -562,12 +575,30 @@ class _Loop:
         (:meth:`~tilesearch.space.Space.steps`), the most promising first by the strategy's model
         (:meth:`~tilesearch.strategy.Strategy.rank`), else by the op's estimate."""
         self.polishing = True
+        untried = self._polish_configs(ranked=True)
+        if untried:  # else the search goes on with the rest of the budget
+            self.search = _Polish(untried, self.search)
+
+    def _compile_polish_ahead(self) -> None:
+        """The best configuration's polish so far, compiled while the last search trials are
+        measured and the compile pool has room: the polish itself starts only once every search
+        result is in, and its compiles then left the GPU idle (2.4 s at the end of README's main
+        command on the H200). Not trials: kernels in the compile cache, which the polish's own
+        builds find if the best has not changed meanwhile. Ranked by the op's estimate alone, so
+        the strategy's model is not trained on a part of the results."""
+        self.compiled_ahead = True
+        for config in self._polish_configs(ranked=False)[:self.polish]:
+            self.builder.submit(self.candidate(config))
+
+    def _polish_configs(self, ranked: bool) -> list[Any]:
+        """The polish's configurations for the best trial recorded (see :meth:`_start_polish`),
+        its neighbours ranked by the strategy's model where ``ranked``."""
         best = self.db.best(1)
         if not best:
-            return
+            return []
         problem, config = self.problem.to_dict(), best[0].config
         steps = [c for c in self.space.steps(config) if self._taken(c) is None]
-        scores = self.search.rank(self.context, steps) if steps else None  # the strategy's model, if it has one
+        scores = self.search.rank(self.context, steps) if steps and ranked else None  # the strategy's model
         if scores is None:
             scores = [self.context.op.estimate(problem, c, self.target) for c in steps]
         order = sorted(range(len(steps)), key=lambda i: -scores[i])  # stable: knob order on ties
@@ -580,8 +611,7 @@ class _Loop:
             if config_key(c) not in seen and self._taken(c) is None:
                 seen.add(config_key(c))
                 untried.append(c)
-        if untried:  # else the search goes on with the rest of the budget
-            self.search = _Polish(untried, self.search)
+        return untried
 
     def _launch(self, proposal: Any) -> None:
         trial = proposal.trial
@@ -622,10 +652,15 @@ class _Loop:
         self.pending[self.builder.submit(candidate)] = trial
         self.launched += 1
 
+    def _compiled(self) -> Future[BuildResult] | None:
+        """The oldest launched build that has compiled and is neither measured nor measuring."""
+        busy = self.measuring.key if self.measuring is not None else None
+        return next((f for f in self.pending if f.done() and f is not busy and f not in self.results), None)
+
     def _measure(self, future: Future[BuildResult]) -> None:
-        """Takes the compiled ``future`` out of the pipeline: a failed build is recorded at once,
-        a kernel goes to the runner in the measuring thread, against the incumbent as of now."""
-        trial = self.pending.pop(future)
+        """Takes the compiled ``future``: a failed build's result is ready at once, a kernel goes
+        to the runner in the measuring thread, against the incumbent as of now."""
+        trial = self.pending[future]
         self.heartbeat.drop(trial._trial_id)
         build = future.result()
         self.compile_s += build.compile_s
@@ -633,15 +668,18 @@ class _Loop:
         self.phases.add("pool: compile", build.compile_s)
         self.phases.add("pool: compiler processes", build.tools_s)
         if not build.ok:
-            self._record(trial, build, None)
+            self._arrived(future, build, None)
+            self._record_ready()
             return
         self.built.add(config_key(build.candidate.config))
-        self.measuring = _Measuring(trial, build, _in_thread(_timed_run, self.runner, build.candidate, self.incumbent))
+        self.measuring = _Measuring(future, trial, build,
+                                    _in_thread(_timed_run, self.runner, build.candidate, self.incumbent))
 
     def _collect(self) -> None:
-        """Waits for the measurement in flight and records it. The next compiled kernel goes to
-        the runner first, so that the GPU times it while this result is written and the strategy
-        proposes (both of which took 13% of the README command's wall time while the GPU sat idle)."""
+        """Waits for the measurement in flight and records what is ready. The next compiled kernel
+        goes to the runner first, so that the GPU times it while this result is written and the
+        strategy proposes (both of which took 13% of the README command's wall time while the GPU
+        sat idle)."""
         flight = self.measuring
         assert flight is not None
         with self.phases("wait for measure"):
@@ -653,19 +691,30 @@ class _Loop:
             self.run_after_first += max(0.0, ended - max(began, self.first_at))
         self.incumbent = self.incumbent.updated(run)  # before the next trial's race
         self.raced += bool(run.extra.get("raced"))
-        oldest = next(iter(self.pending), None)
-        if oldest is not None and oldest.done():
-            self._measure(oldest)
+        self._arrived(flight.key, flight.build, run)
+        compiled = self._compiled()
+        if compiled is not None:
+            self._measure(compiled)
         for name, seconds in run.extra.get("phases", {}).items():
             self.phases.add(f"worker: {name}", seconds)
-        self._record(flight.trial, flight.build, run)
+        self._record_ready()
+
+    def _arrived(self, future: Future[BuildResult], build: BuildResult, run: RunResult | None) -> None:
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
+            self.phases.result_arrived()
+        self.results[future] = (build, run)
+
+    def _record_ready(self) -> None:
+        """Records the results in, up to the first trial still without one: the strategy sees
+        results in launch order, whichever was measured first."""
+        while self.pending and next(iter(self.pending)) in self.results:
+            oldest = next(iter(self.pending))
+            self._record(self.pending.pop(oldest), *self.results.pop(oldest))
 
     def _record(self, trial: Any, build: BuildResult, run: RunResult | None) -> None:
         with self.phases("database"):
             self.db.record(trial, build, run)
-        if self.first_at is None:
-            self.first_at = time.perf_counter()
-            self.phases.result_arrived()
         self.measured += 1
         status = run.status.value if run is not None else (
             Status.COMPILE_TIMEOUT.value if build.timed_out else Status.COMPILE_ERROR.value
@@ -699,8 +748,10 @@ class _Loop:
 
 @dataclass
 class _Measuring:
-    """A trial in the runner: its trial, build, and the future of ``(result, began, ended)``."""
+    """A trial in the runner: its build's future (its key in the pipeline), its trial, build, and
+    the future of ``(result, began, ended)``."""
 
+    key: Future[BuildResult]
     trial: Any
     build: BuildResult
     future: Future[tuple[RunResult, float, float]]

@@ -103,6 +103,27 @@ def test_the_runner_takes_a_compiled_kernel_while_an_older_one_compiles_and_resu
     assert recorded == sorted(recorded) and len(recorded) == 8  # launch order, as the strategy sees them
 
 
+def test_the_runner_measures_on_while_the_tuning_process_records(monkeypatch):
+    # a raced trial is timed in about 0.1 s, its record took about as long: the GPU waited on it
+    import time
+
+    from tilesearch.database import TuningDatabase
+
+    runner, during = _Ordered(), []
+    record = TuningDatabase.record
+
+    def slow_record(self, trial, build, run):
+        before = len(runner.measured)
+        time.sleep(0.05)
+        during.append(len(runner.measured) - before)
+        return record(self, trial, build, run)
+
+    monkeypatch.setattr(TuningDatabase, "record", slow_record)
+    tune(TOY_OP, {"size": 64}, runner=runner, builder=_JitteryBuilder(0), strategy="random", trials=12,
+         storage=":memory:", progress=False, retime=0)
+    assert max(during) >= 2  # (one at most, when the tuning process handed each kernel on)
+
+
 class _Batching(NullBuilder):
     """One worker that compiles up to four candidates together; remembers how many were launched
     before the first measurement."""

@@ -2,10 +2,10 @@
 
 Compilation and measurement overlap: the builder keeps its compile pool busy with the next
 proposals while the runner measures the kernels already compiled, one at a time. The runner
-measures in a thread of its own, so that the GPU times the next kernel while the tuning process
-records the last result and proposes (on the H100 those two took 13% of the README command's
-wall time with the GPU idle); the strategy still sees the results in launch order, each
-recorded before the proposals that follow it.
+measures in a thread of its own that takes each kernel as it compiles (:mod:`tilesearch.runner.feed`),
+so that the GPU times the next kernel while the tuning process records the last results and
+proposes; the strategy still sees the results in launch order, each recorded before the
+proposals that follow it.
 
 The runner gets, with each candidate, the best correct trial measured so far (its
 :class:`~tilesearch.records.Incumbent`), so that it may stop timing a trial once it is clearly
@@ -22,9 +22,10 @@ waits for the others' trials in flight, taking over those of a tuning process th
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -49,6 +50,7 @@ from tilesearch.progress import Progress
 from tilesearch.records import BuildResult, Candidate, Final, Incumbent, RunResult, Status
 from tilesearch.runner import MeasureSettings, Runner
 from tilesearch.runner import create as create_runner
+from tilesearch.runner.feed import Arrival, Feed
 from tilesearch.runner.retime import CONTENDER_MARGIN, contenders, final_retime
 from tilesearch.space import Space, config_key
 from tilesearch.strategy import RandomStrategy, SearchContext, Strategy, create
@@ -453,7 +455,6 @@ class _Loop:
         self.depth = builder.workers * (1 if search.learns else builder.batch) + self.round
         # launched and not yet recorded, in launch order: compiling, compiled, measuring or measured
         self.pending: dict[Future[BuildResult], Any] = {}
-        self.measuring: _Measuring | None = None  # the trial the runner measures now, in the measuring thread
         self.results: dict[Future[BuildResult], tuple[BuildResult, RunResult | None]] = {}  # to record, in order
         self.launched = 0
         self.measured = 0
@@ -470,12 +471,17 @@ class _Loop:
         for record in db.finished().values():  # earlier runs' trials count too
             self.incumbent = self.incumbent.updated(record)
         self.raced = 0
+        self.feed = Feed(runner, self.incumbent)  # the measuring thread
         self.progress = Progress(self.budget, f"{problem.op} {problem.key}", settings.progress, runner.replayed)
 
     def run(self) -> None:
         start = time.perf_counter()
         try:
             self._run()
+            self.feed.stop()
+        except BaseException:
+            self.feed.stop(timeout=0)  # a measurement in flight is the runner's close to end: the exit is prompt
+            raise
         finally:
             self.ended = time.perf_counter()
             self.wall_s = self.ended - start
@@ -492,10 +498,10 @@ class _Loop:
                 while True:
                     shutdown.check()  # a signal whose exception a finalizer swallowed still stops the run
                     exhausted = self._fill()
+                    self.feed.start()  # once the first proposals are launched
                     if self._polish_may_compile():
                         self._compile_polish_ahead()
-                    if self.measuring is not None:
-                        self._collect()
+                    if self._take_arrived():
                         continue
                     if not self.pending:
                         if self._others_in_flight():
@@ -507,17 +513,17 @@ class _Loop:
                         if exhausted and self.launched < self.budget:
                             self.progress.note("no configurations left to try")
                         return
-                    # The runner takes the oldest kernel compiled, not the oldest launched: the
-                    # compiles of one round end seconds apart, and waiting for the oldest left the
-                    # GPU idle meanwhile (1.6 s before the first trial of README's main command).
-                    # Results are still recorded, and so seen by the strategy, in launch order
-                    # (_record_ready), so a rerun with the same seed proposes the same configurations.
-                    compiled = self._compiled()
-                    if compiled is None:
-                        with self.phases("wait for build"):
-                            wait([f for f in self.pending if f not in self.results], return_when=FIRST_COMPLETED)
-                        continue
-                    self._measure(compiled)
+                    # The measuring thread takes the oldest kernel compiled, not the oldest launched:
+                    # the compiles of one round end seconds apart, and waiting for the oldest left
+                    # the GPU idle meanwhile (1.6 s before the first trial of README's main
+                    # command). Results are still recorded, and so seen by the strategy, in launch
+                    # order (_take), so a rerun with the same seed proposes the same configurations.
+                    with self.phases("wait for measure" if self.feed.busy else "wait for build"):
+                        try:
+                            arrival = self.feed.arrivals.get(timeout=self.poll_s)
+                        except queue.Empty:
+                            continue
+                    self._take(arrival)
             except BaseException:
                 # After a signal, write nothing more: the exit is prompt, and a second signal
                 # (which storage calls do not hold back, see shutdown.held) may have landed inside
@@ -649,61 +655,47 @@ class _Loop:
             return
         self.idle = self.repeats = 0
         self.heartbeat.watch(trial._trial_id)
-        self.pending[self.builder.submit(candidate)] = trial
+        future = self.builder.submit(candidate)
+        self.pending[future] = trial
+        self.feed.add(future)
         self.launched += 1
 
-    def _compiled(self) -> Future[BuildResult] | None:
-        """The oldest launched build that has compiled and is neither measured nor measuring."""
-        busy = self.measuring.key if self.measuring is not None else None
-        return next((f for f in self.pending if f.done() and f is not busy and f not in self.results), None)
+    def _take_arrived(self) -> bool:
+        """Takes the results the measuring thread has put out meanwhile; whether there were any."""
+        took = False
+        while True:
+            try:
+                arrival = self.feed.arrivals.get_nowait()
+            except queue.Empty:
+                return took
+            self._take(arrival)
+            took = True
 
-    def _measure(self, future: Future[BuildResult]) -> None:
-        """Takes the compiled ``future``: a failed build's result is ready at once, a kernel goes
-        to the runner in the measuring thread, against the incumbent as of now."""
-        trial = self.pending[future]
+    def _take(self, arrival: Arrival | BaseException) -> None:
+        """A launched build's outcome from the measuring thread (a failed build's, or its kernel's
+        measurement), kept until every trial launched before it has one (:meth:`_record_ready`)."""
+        if isinstance(arrival, BaseException):
+            raise arrival
+        trial = self.pending[arrival.future]
         self.heartbeat.drop(trial._trial_id)
-        build = future.result()
+        build, run = arrival.build, arrival.run
         self.compile_s += build.compile_s
         self.builds += 1
         self.phases.add("pool: compile", build.compile_s)
         self.phases.add("pool: compiler processes", build.tools_s)
-        if not build.ok:
-            self._arrived(future, build, None)
-            self._record_ready()
-            return
-        self.built.add(config_key(build.candidate.config))
-        self.measuring = _Measuring(future, trial, build,
-                                    _in_thread(_timed_run, self.runner, build.candidate, self.incumbent))
-
-    def _collect(self) -> None:
-        """Waits for the measurement in flight and records what is ready. The next compiled kernel
-        goes to the runner first, so that the GPU times it while this result is written and the
-        strategy proposes (both of which took 13% of the README command's wall time while the GPU
-        sat idle)."""
-        flight = self.measuring
-        assert flight is not None
-        with self.phases("wait for measure"):
-            run, began, ended = flight.future.result()
-        self.measuring = None
-        self.phases.add("measure", ended - began)
-        self.run_s += ended - began
-        if self.first_at is not None:
-            self.run_after_first += max(0.0, ended - max(began, self.first_at))
-        self.incumbent = self.incumbent.updated(run)  # before the next trial's race
-        self.raced += bool(run.extra.get("raced"))
-        self._arrived(flight.key, flight.build, run)
-        compiled = self._compiled()
-        if compiled is not None:
-            self._measure(compiled)
-        for name, seconds in run.extra.get("phases", {}).items():
-            self.phases.add(f"worker: {name}", seconds)
-        self._record_ready()
-
-    def _arrived(self, future: Future[BuildResult], build: BuildResult, run: RunResult | None) -> None:
         if self.first_at is None:
-            self.first_at = time.perf_counter()
+            self.first_at = arrival.ended or time.perf_counter()
             self.phases.result_arrived()
-        self.results[future] = (build, run)
+        if run is not None:
+            self.built.add(config_key(build.candidate.config))
+            self.phases.add("measure", arrival.ended - arrival.began)
+            self.run_s += arrival.ended - arrival.began
+            self.run_after_first += max(0.0, arrival.ended - max(arrival.began, self.first_at))
+            self.raced += bool(run.extra.get("raced"))
+            for name, seconds in run.extra.get("phases", {}).items():
+                self.phases.add(f"worker: {name}", seconds)
+        self.results[arrival.future] = (build, run)
+        self._record_ready()
 
     def _record_ready(self) -> None:
         """Records the results in, up to the first trial still without one: the strategy sees
@@ -746,17 +738,6 @@ class _Loop:
         self.statuses[status] = self.statuses.get(status, 0) + 1
 
 
-@dataclass
-class _Measuring:
-    """A trial in the runner: its build's future (its key in the pipeline), its trial, build, and
-    the future of ``(result, began, ended)``."""
-
-    key: Future[BuildResult]
-    trial: Any
-    build: BuildResult
-    future: Future[tuple[RunResult, float, float]]
-
-
 def _in_thread(fn: Any, *args: Any) -> Future[Any]:
     """``fn(*args)`` in a daemon thread of its own: a measurement still running when ``tune`` is
     interrupted must not hold the interpreter's exit (an executor's threads are joined at exit)."""
@@ -772,12 +753,6 @@ def _in_thread(fn: Any, *args: Any) -> Future[Any]:
 
     threading.Thread(target=target, name="tilesearch-measure", daemon=True).start()
     return future
-
-
-def _timed_run(runner: Runner, candidate: Candidate, incumbent: Incumbent) -> tuple[RunResult, float, float]:
-    began = time.perf_counter()
-    run = runner.run(candidate, incumbent)
-    return run, began, time.perf_counter()
 
 
 class _Polish(Strategy):

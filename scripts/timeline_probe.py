@@ -4,13 +4,15 @@ what it waits for. Runs ``tilesearch tune ARGS`` in this process with its stages
 writes, relative to this process's start:
 
 - each compile-pool worker's warm-up end, the measuring worker's and the spares';
-- each candidate's submit, build end (with its compile seconds) and measurement start and end;
+- each candidate's submit, build end (with its compile seconds) and measurement start and end
+  (the runner's ``run``);
 - each proposal round;
 - the share of the host's CPU busy, sampled every 0.25 s (/proc/stat), and the load it had.
 
 Prints the first events and a per-second summary last; ``out=DIR`` also writes ``timeline.json``.
 
-usage: python scripts/timeline_probe.py [out=DIR] -- tune op=gemm m=8192 ... (the CLI's arguments)"""
+usage: python scripts/timeline_probe.py [out=DIR] [round=N] [deeper=N] -- tune op=gemm m=8192 ... (the CLI's
+arguments); round=N proposes N at a time (the tuner's ROUND), deeper=N keeps N more trials in flight."""
 from __future__ import annotations
 
 import json
@@ -66,15 +68,13 @@ def main() -> int:
     opts = dict(a.split("=", 1) for a in argv[:cut])
     cli_args = argv[cut + 1:]
     mark("probe start")
+    import tilesearch
     from tilesearch import cli, tuner
     from tilesearch.builder import local
     from tilesearch.runner import local as rlocal
 
-    import tilesearch
-
     mark("imported tilesearch", tilesearch.__file__)
     print("tilesearch from", tilesearch.__file__, flush=True)
-    submitted: dict[int, str] = {}
 
     def submit(self, candidate):
         key = candidate.key[:10]
@@ -90,9 +90,20 @@ def main() -> int:
          what=lambda self, *a: self.worker.name)
     wrap(tuner._Loop, "run", before="loop start", after="loop end")
     wrap(tuner._Loop, "_record", after="recorded", what=lambda self, trial, *a: str(trial.number))
-    wrap(tuner._Loop, "_measure", before="to runner", what=lambda self, future: str(self.pending[future].number))
+    wrap(rlocal.LocalRunner, "run", before="to runner", after="measured", what=lambda self, candidate, *a: candidate.key[:10])
     wrap(rlocal.LocalRunner, "start", after="runner started")
     wrap(rlocal.LocalRunner, "retime", before="retime start", after="retime end")
+    # experiments with the pipeline's shape: round=N proposals at a time, deeper=N more in flight
+    if "round" in opts:
+        tuner.ROUND = int(opts["round"])
+    if "deeper" in opts:
+        init = tuner._Loop.__init__
+
+        def deeper(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            self.depth += int(opts["deeper"])
+
+        tuner._Loop.__init__ = deeper
     orig_propose = tuner._Loop._fill
 
     def fill(self):

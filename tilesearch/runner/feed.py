@@ -3,9 +3,12 @@ one after another, whatever the tuning process is doing meanwhile.
 
 Why a thread that feeds itself: the tuning process handed the runner its next kernel only once it
 had collected the last result, and between the two it recorded that result and proposed and
-launched the next ones (about 90 ms of database writes a trial). A trial stopped early by racing
-(:mod:`tilesearch.runner.measure`) is timed in about 0.1 s, so the GPU waited on those writes: busy
-70-72% of README's main command after its first result on the H200 host (``scripts/timeline_probe.py``).
+launched the next ones (about 90 ms of database writes a trial), where a trial stopped early by
+racing (:mod:`tilesearch.runner.measure`) is timed in about 0.1 s. Measured on the H200 host, that
+was not what held the GPU back in README's main command: the runner was busy 71-73% after the first
+result with this thread and 70-72% without it, waiting on builds either way (RESULTS.md, "A warm
+compile pool"). The thread stays because what the GPU does no longer depends on how long the
+tuning process's writes take (a slow storage, a database server, a strategy that proposes slowly).
 
 Order: of the kernels compiled and waiting, the one launched first (its build's sequence number);
 one that compiles while the thread is idle is measured at once. Each is raced against the best

@@ -676,8 +676,6 @@ class _Loop:
         measurement), kept until every trial launched before it has one (:meth:`_record_ready`)."""
         if isinstance(arrival, BaseException):
             raise arrival
-        trial = self.pending[arrival.future]
-        self.heartbeat.drop(trial._trial_id)
         build, run = arrival.build, arrival.run
         self.compile_s += build.compile_s
         self.builds += 1
@@ -702,7 +700,11 @@ class _Loop:
         results in launch order, whichever was measured first."""
         while self.pending and next(iter(self.pending)) in self.results:
             oldest = next(iter(self.pending))
-            self._record(self.pending.pop(oldest), *self.results.pop(oldest))
+            trial = self.pending.pop(oldest)
+            # beating until recorded: a result held behind an older trial's slow compile (up to
+            # build_timeout) must not look dead to the other tuning processes meanwhile
+            self.heartbeat.drop(trial._trial_id)
+            self._record(trial, *self.results.pop(oldest))
 
     def _record(self, trial: Any, build: BuildResult, run: RunResult | None) -> None:
         with self.phases("database"):

@@ -106,3 +106,40 @@ def test_the_compile_pool_is_forked_from_a_process_that_has_imported_tilelang():
         assert worker.forked and worker.call("os:getppid", timeout=60).value != os.getpid()
     finally:
         builder.close()
+
+
+def test_a_killed_tuning_process_leaves_no_compile_worker_nor_fork_server(tmp_path):
+    # SIGKILL runs no handler: the forked workers must see their pipes close, the fork server its parent go
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "pool.py"
+    script.write_text(
+        "import sys, time\n"
+        "from tilesearch.builder.local import LocalBuilder\n"
+        "if __name__ == '__main__':\n"
+        "    builder = LocalBuilder(workers=1)\n"
+        "    worker = builder._idle.get(timeout=300)\n"
+        "    print(worker.pid, worker.call('os:getppid', timeout=60).value, flush=True)\n"
+        "    time.sleep(600)\n")
+    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in child.stdout.readline().split()]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert len(pids) == 2 and pids[1] != child.pid  # the worker and the fork server it was forked from
+
+    def alive(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(p) for p in pids)

@@ -61,6 +61,30 @@ def test_a_rerun_proposes_the_same_configurations_whatever_order_builds_finish_i
     assert orders[0] == orders[1]
 
 
+class _Slow(_Measuring):
+    def run(self, candidate, incumbent=None):
+        import time
+
+        time.sleep(0.02)
+        return super().run(candidate, incumbent)
+
+
+@pytest.mark.parametrize("strategy", ["xgb", "tpe"])
+def test_the_same_seed_proposes_the_same_whether_the_runner_is_fast_or_slow(tmp_path, strategy):
+    """The measuring thread may finish several results before the tuning process looks; proposals
+    follow each record as they did when the tuning process took one result at a time."""
+    import optuna
+
+    orders = []
+    for runner in (_Measuring(), _Slow()):
+        storage = f"sqlite:///{tmp_path}/{type(runner).__name__}.db"
+        result = tune(TOY_OP, {"size": 64}, runner=runner, builder=NullBuilder(), strategy=strategy, trials=16,
+                      storage=storage, progress=False, retime=0)
+        study = optuna.load_study(study_name=result.study, storage=storage)
+        orders.append([tuple(sorted(t.params.items())) for t in study.trials])
+    assert len(orders[0]) >= 16 and orders[0] == orders[1]
+
+
 class _SlowFirst(_JitteryBuilder):
     """The first candidate compiles for 0.5 s, the others at once."""
 

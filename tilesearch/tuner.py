@@ -443,6 +443,7 @@ class _Loop:
         # trials kept for the polish (see TuneSettings)
         self.polish = min(settings.polish, self.budget // 8) if search.polished else 0
         self.polishing = False
+        self.exhausted = False  # the strategy ran dry at the last fill
         self.compiled_ahead = False  # the polish's kernels as the search ends (_compile_polish_ahead)
         self.claims = Claims(db)
         self.heartbeat = Heartbeat(db.storage)
@@ -497,7 +498,7 @@ class _Loop:
             try:
                 while True:
                     shutdown.check()  # a signal whose exception a finalizer swallowed still stops the run
-                    exhausted = self._fill()
+                    self._fill()
                     self.feed.start()  # once the first proposals are launched
                     if self._polish_may_compile():
                         self._compile_polish_ahead()
@@ -507,10 +508,10 @@ class _Loop:
                         if self._others_in_flight():
                             time.sleep(self.poll_s)
                             continue
-                        if not self.polishing and self.polish and not exhausted and self.launched < self.budget:
+                        if not self.polishing and self.polish and not self.exhausted and self.launched < self.budget:
                             self._start_polish()
                             continue
-                        if exhausted and self.launched < self.budget:
+                        if self.exhausted and self.launched < self.budget:
                             self.progress.note("no configurations left to try")
                         return
                     # The measuring thread takes the oldest kernel compiled, not the oldest launched:
@@ -536,8 +537,12 @@ class _Loop:
                     self.db.interrupt(trial.number for trial in flight)
                 raise
 
-    def _fill(self) -> bool:
-        """Launches proposals until the pipeline is full; True when the strategy ran dry."""
+    def _fill(self) -> None:
+        """Launches proposals until the pipeline is full; :attr:`exhausted` says whether the
+        strategy ran dry."""
+        self.exhausted = self._proposed()
+
+    def _proposed(self) -> bool:
         if self._in_flight() > self.depth - self.round:
             return False  # the round's results are not all in yet
         budget = self.budget if self.polishing else self.budget - self.polish
@@ -705,6 +710,10 @@ class _Loop:
             # build_timeout) must not look dead to the other tuning processes meanwhile
             self.heartbeat.drop(trial._trial_id)
             self._record(trial, *self.results.pop(oldest))
+            # proposals after each record, as many as that record frees: what the strategy has
+            # seen when it proposes then depends on the order of results alone, not on how many the
+            # measuring thread had finished by the time the tuning process looked
+            self._fill()
 
     def _record(self, trial: Any, build: BuildResult, run: RunResult | None) -> None:
         with self.phases("database"):

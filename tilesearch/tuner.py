@@ -468,11 +468,11 @@ class _Loop:
         self.statuses: dict[str, int] = {}
         self.idle = 0
         self.repeats = 0
-        self.incumbent = Incumbent()
+        incumbent = Incumbent()
         for record in db.finished().values():  # earlier runs' trials count too
-            self.incumbent = self.incumbent.updated(record)
+            incumbent = incumbent.updated(record)
         self.raced = 0
-        self.feed = Feed(runner, self.incumbent)  # the measuring thread
+        self.feed = Feed(runner, incumbent)  # the measuring thread, which races against the best it has seen
         self.progress = Progress(self.budget, f"{problem.op} {problem.key}", settings.progress, runner.replayed)
 
     def run(self) -> None:

@@ -233,7 +233,7 @@ def test_the_header_is_made_in_a_thread_and_a_kernel_waits_for_it(fresh, monkeyp
     monkeypatch.setattr(compiler, "header_code", lambda arch: "HEADER")
     made = compiler.make_header("sm_90a")
     assert not made.done() and compiler.make_header("sm_90a") is made  # started once, in the background
-    waiting = threading.Thread(target=compiler._header_made, args=("sm_90a",))
+    waiting = threading.Thread(target=compiler.wait_for_header, args=("sm_90a",))
     waiting.start()
     waiting.join(0.2)
     assert waiting.is_alive()  # a kernel's compile waits
@@ -350,3 +350,80 @@ def test_a_kernel_built_before_a_switch_is_built_again_by_the_other_compiler(fre
     with compiler.using("nvrtc"):
         Candidate("gemm", problem.to_dict(), GEMM, H100).build()
     assert compiler.spent() > before
+
+
+@pytest.fixture
+def recorded(fresh, monkeypatch):
+    """NVRTC replaced by a recorder of what it compiled, and a stamp that needs no NVRTC."""
+    compiled = []
+    monkeypatch.setattr(compiler, "_early", {})
+    monkeypatch.setattr(compiler, "nvrtc_cubin", lambda code, options: compiled.append(code) or b"cubin")
+    monkeypatch.setattr(compiler, "_nvrtc_version", lambda: (13, 0))
+    monkeypatch.setattr(compiler, "options_for", lambda arch: ["-pch", f"--gpu-architecture={arch}"])
+    return compiled
+
+
+def test_a_header_made_records_its_code_and_the_next_process_begins_from_it(recorded, monkeypatch):
+    monkeypatch.setattr(compiler, "header_code", lambda arch: "HEADER")
+    assert compiler.early_header("sm_90a") is None  # nothing recorded yet: made after the import
+    compiler.make_header("sm_90a", background=False).result()
+    data = json.loads(open(compiler.header_file("sm_90a")).read())
+    assert (data["code"], data["options"]) == ("HEADER", ["-pch", "--gpu-architecture=sm_90a"])
+    assert compiler.header_file("sm_90a").startswith(compiler.nvrtc_folder())
+    # the next process: begun from the record, then kept, since a tiny program still lowers to it
+    monkeypatch.setattr(compiler, "_headers", {})
+    early = compiler.early_header("sm_90a")
+    assert early is not None and compiler.make_header("sm_90a", background=False) is early
+    assert recorded == ["HEADER", "HEADER"] and early.result() == b"cubin"
+
+
+def test_a_recorded_header_that_no_longer_matches_is_made_again_and_recorded_anew(recorded, monkeypatch):
+    monkeypatch.setattr(compiler, "header_code", lambda arch: "OLD")
+    compiler.make_header("sm_90a", background=False).result()
+    monkeypatch.setattr(compiler, "_headers", {})
+    monkeypatch.setattr(compiler, "header_code", lambda arch: "NEW")  # TileLang lowers otherwise now
+    early = compiler.early_header("sm_90a")
+    made = compiler.make_header("sm_90a", background=False)
+    assert made is not early and made.result() == b"cubin" and recorded == ["OLD", "OLD", "NEW"]
+    assert json.loads(open(compiler.header_file("sm_90a")).read())["code"] == "NEW"
+
+
+def test_a_damaged_or_foreign_header_record_is_ignored(recorded, monkeypatch):
+    path = compiler.header_file("sm_90a")
+    os.makedirs(os.path.dirname(path))
+    for text in ("{not json", json.dumps({"code": "X"}), json.dumps([1, 2])):
+        open(path, "w").write(text)
+        assert compiler.early_header("sm_90a") is None
+    monkeypatch.setattr(compiler, "header_code", lambda arch: "HEADER")
+    compiler.make_header("sm_90a", background=False).result()
+    monkeypatch.setattr(compiler, "_headers", {})
+    monkeypatch.setattr(compiler, "_nvrtc_version", lambda: (13, 1))  # another NVRTC since
+    assert compiler.early_header("sm_90a") is None and recorded == ["HEADER"]
+
+
+def test_the_fork_server_begins_a_recorded_header_before_it_imports_tilelang(tmp_path):
+    # what tilesearch.builder.warm does in the process the compile pool forks from, NVRTC stubbed:
+    # the header's compile must start while TileLang is not imported yet, and be over before any fork
+    script = """
+import json, sys, threading
+from tilesearch.builder import compiler
+seen = []
+def nvrtc(code, options):
+    seen.append((code, "tilelang" in sys.modules, threading.current_thread() is threading.main_thread()))
+    return b"cubin"
+compiler.nvrtc_cubin = nvrtc
+compiler._nvrtc_version = lambda: (13, 0)
+compiler.options_for = lambda arch: ["-pch"]
+compiler.header_code = lambda arch: "HEADER"
+import tilesearch.builder.warm
+assert "tilelang" in sys.modules and compiler._headers["sm_90a"].done()
+assert [t for t in threading.enumerate() if t.name.startswith("nvrtc-header")] == []
+print(json.dumps(seen))
+"""
+    env = dict(os.environ, TILESEARCH_COMPILER="nvrtc", TILELANG_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+            for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), [r.stderr[-2000:] for r in runs]
+    first, second = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
+    assert first == [["HEADER", True, True]]  # nothing recorded: made after the import, as before
+    assert second == [["HEADER", False, False]]  # begun from the record, in a thread, before the import

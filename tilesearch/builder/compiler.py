@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.metadata
+import json
 import logging
 import os
 import re
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -59,6 +62,7 @@ _spent = [0.0]  # seconds inside NVRTC in this process
 _warned: set[str] = set()
 _shared: list[str] = []  # the headers every code is given in this process, in order
 _headers: dict[str, Future[bytes]] = {}  # arch -> the compile that makes its precompiled header
+_early: dict[str, tuple[str, list[str]]] = {}  # arch -> the recorded code and options its header began from
 
 
 class CompilerError(TilesearchError):
@@ -96,12 +100,11 @@ def install() -> None:
             _forget_compiled()
         if name == "nvrtc":
             _nvrtc_version()  # fails here, with a clear error, where NVRTC cannot load
-            base = os.environ.get("TILELANG_CACHE_DIR") or os.path.expanduser("~/.tilelang/cache")
-            if os.path.basename(os.path.normpath(base)) == "nvrtc":  # a child has it from its parent
-                _base_cache = os.path.dirname(os.path.normpath(base))
+            if _in_nvrtc_folder():  # a child has it from its parent
+                _base_cache = os.path.dirname(os.path.normpath(os.environ["TILELANG_CACHE_DIR"]))
             else:
                 _base_cache = os.environ.get("TILELANG_CACHE_DIR")
-                os.environ["TILELANG_CACHE_DIR"] = os.path.join(base, "nvrtc")
+                os.environ["TILELANG_CACHE_DIR"] = nvrtc_folder()
             _register(compile_device_code)
         elif _installed == "nvrtc":  # back to nvcc in this process: TileLang's own hook and folder
             from tilelang.cuda import backend
@@ -157,7 +160,7 @@ def compile_device_code(code: Any, target: Any, pass_config: Any = None) -> byte
     cached = CUDABinaryCache.load(key, "cubin")
     if cached is not None:
         return bytearray(cached)
-    _header_made(arch)
+    wait_for_header(arch)
     try:
         try:
             cubin = nvrtc_cubin(shared_includes(code), options)
@@ -194,26 +197,113 @@ def make_header(arch: str, background: bool = True) -> Future[bytes]:
     TileLang program (:func:`header_code`). The process the compile pool is forked from makes it
     now (:mod:`tilesearch.builder.warm`): no thread may run where it forks."""
     with _lock:
+        early = _early.pop(arch, None)
+        if early is not None:  # begun from the recorded code: kept if that is still the code
+            wait([_headers[arch]])
+            if early == (header_code(arch), options_for(arch)):
+                return _headers[arch]
+            del _headers[arch]  # TileLang or the toolkit changed since: made again, recorded anew
         if arch not in _headers:
-            code, options = header_code(arch), options_for(arch)
-            made: Future[bytes] = Future()
-            made.set_running_or_notify_cancel()
-
-            def compile_header() -> None:
-                try:
-                    made.set_result(nvrtc_cubin(code, options))
-                except BaseException as exc:  # noqa: BLE001 - the kernel's own compile meets it again
-                    made.set_exception(exc)
-
-            if background:
-                threading.Thread(target=compile_header, name=f"nvrtc-header-{arch}", daemon=True).start()
-            else:
-                compile_header()
-            _headers[arch] = made
+            _headers[arch] = _start_header(arch, header_code(arch), options_for(arch), background)
         return _headers[arch]
 
 
-def _header_made(arch: str) -> None:
+def early_header(arch: str) -> Future[bytes] | None:
+    """Begins NVRTC's precompiled header for ``arch`` in a thread, before TileLang is imported,
+    from the code and options the last process that made it here recorded (:func:`header_file`);
+    None where none is recorded for this TileLang and NVRTC. The process the compile pool is forked
+    from calls it first (:mod:`tilesearch.builder.warm`), so the header's 3 s run beside the 3.5 s
+    of ``import tilelang`` instead of after it; :func:`make_header` then waits for it and keeps it
+    if that is still the code a tiny program lowers to, or makes it again."""
+    recorded = _recorded_header(arch)
+    if recorded is None:
+        return None
+    with _lock:
+        if arch not in _headers:
+            _headers[arch] = _start_header(arch, *recorded, background=True, record=False)
+            _early[arch] = recorded
+        return _headers[arch]
+
+
+def _start_header(arch: str, code: str, options: list[str], background: bool, record: bool = True) -> Future[bytes]:
+    made: Future[bytes] = Future()
+    made.set_running_or_notify_cancel()
+
+    def compile_header() -> None:
+        try:
+            made.set_result(nvrtc_cubin(code, options))
+        except BaseException as exc:  # noqa: BLE001 - the kernel's own compile meets it again
+            made.set_exception(exc)
+            return
+        if record:
+            _record_header(arch, code, options)
+
+    if background:
+        threading.Thread(target=compile_header, name=f"nvrtc-header-{arch}", daemon=True).start()
+    else:
+        compile_header()
+    return made
+
+
+def nvrtc_folder() -> str:
+    """NVRTC's TileLang cache folder: ``nvrtc`` under ``$TILELANG_CACHE_DIR`` (or TileLang's default),
+    that folder itself in a process that has it from a parent that installed NVRTC."""
+    base = os.environ.get("TILELANG_CACHE_DIR") or os.path.expanduser("~/.tilelang/cache")
+    return os.path.normpath(base) if _in_nvrtc_folder() else os.path.join(base, "nvrtc")
+
+
+def _in_nvrtc_folder() -> bool:
+    base = os.environ.get("TILELANG_CACHE_DIR")
+    return bool(base) and os.path.basename(os.path.normpath(base)) == "nvrtc"
+
+
+def header_file(arch: str) -> str:
+    """Where the header's code and options for ``arch`` are recorded (:func:`early_header`), beside
+    the NVRTC kernels they serve."""
+    return os.path.join(nvrtc_folder(), f"tilesearch-header-{arch}.json")
+
+
+def _header_stamp() -> dict[str, Any]:
+    """What the recorded header's code and options follow from, learnt without importing TileLang."""
+    import importlib.metadata
+    import importlib.util
+
+    spec = importlib.util.find_spec("tilelang")
+    return {"tilelang": importlib.metadata.version("tilelang"), "at": spec.origin if spec else None,
+            "nvrtc": list(_nvrtc_version()), "headers": list(COMMON_HEADERS)}
+
+
+def _recorded_header(arch: str) -> tuple[str, list[str]] | None:
+    try:
+        with open(header_file(arch)) as f:
+            data = json.load(f)
+        if data.get("stamp") != _header_stamp():
+            return None
+        code, options = data["code"], data["options"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, CompilerError,
+            importlib.metadata.PackageNotFoundError):
+        return None  # none yet, damaged or for another TileLang: the header is made after the import
+    if not isinstance(code, str) or not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+        return None
+    return code, options
+
+
+def _record_header(arch: str, code: str, options: list[str]) -> None:
+    """Records what the header was made from for the next process (:func:`early_header`): written
+    whole to a file beside it and renamed over the old, so a reader never sees half of one."""
+    if _recorded_header(arch) == (code, options):
+        return
+    path = header_file(arch)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(path), suffix=".tmp", delete=False) as f:
+            json.dump({"stamp": _header_stamp(), "code": code, "options": options}, f)
+        os.replace(f.name, path)
+    except (OSError, CompilerError, importlib.metadata.PackageNotFoundError) as exc:
+        log.debug("NVRTC's header was not recorded at %s: %s", path, exc)
+
+
+def wait_for_header(arch: str) -> None:
     """Waits for :func:`make_header`'s compile for ``arch``, if one was started: NVRTC uses a header
     only once it is made, and makes none while another is being made."""
     made = _headers.get(arch)

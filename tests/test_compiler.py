@@ -1,4 +1,4 @@
-"""The device-code compiler chosen by TILESEARCH_COMPILER: nvcc by default, NVRTC on request, one
+"""The device-code compiler: NVRTC where it loads, nvcc otherwise or when TILESEARCH_COMPILER asks, one
 per run (its own TileLang cache folder, its own study identity), nvcc where NVRTC cannot."""
 
 import json
@@ -60,9 +60,15 @@ def test_nvrtc_finds_the_toolkit_that_nvcc_runs_from_even_through_a_wrapper(tmp_
         compiler.toolkit.cache_clear()
 
 
-def test_nvcc_unless_asked_and_a_bad_name_is_a_users_error(monkeypatch):
+def test_nvrtc_where_it_loads_unless_asked_and_a_bad_name_is_a_users_error(monkeypatch):
     monkeypatch.delenv(compiler.VARIABLE, raising=False)
+    assert compiler.chosen() == ("nvrtc" if _nvrtc() else "nvcc")
+    monkeypatch.setattr(compiler, "available", lambda: False)  # no cuda-bindings, or no libnvrtc
     assert compiler.chosen() == "nvcc" == compiler.describe()
+    monkeypatch.setattr(compiler, "available", lambda: True)
+    assert compiler.chosen() == "nvrtc"
+    monkeypatch.setenv(compiler.VARIABLE, " NVCC ")
+    assert compiler.chosen() == "nvcc"
     monkeypatch.setenv(compiler.VARIABLE, " NVRTC ")
     assert compiler.chosen() == "nvrtc"
     monkeypatch.setenv(compiler.VARIABLE, "clang")
@@ -207,7 +213,7 @@ def test_codes_given_the_shared_headers_start_alike_and_compile_to_the_same_kern
 @pytest.mark.nvcc
 @needs_nvrtc
 def test_a_worker_makes_nvrtcs_header_as_it_starts_only_when_nvrtc_is_chosen(fresh, monkeypatch):
-    monkeypatch.delenv(compiler.VARIABLE, raising=False)
+    monkeypatch.setenv(compiler.VARIABLE, "nvcc")
     before = compiler.spent()
     compiler.warm_up()
     assert compiler.spent() == before and compiler._installed is None
@@ -288,12 +294,12 @@ def test_a_studys_compiler_is_read_from_its_identity():
 
 @needs_nvrtc
 def test_using_a_compiler_switches_this_process_and_puts_it_back(fresh, monkeypatch):
-    monkeypatch.delenv(compiler.VARIABLE, raising=False)
+    monkeypatch.setenv(compiler.VARIABLE, "nvcc")
     compiler.install()
     with compiler.using("nvrtc"):
         assert compiler._installed == "nvrtc" and os.environ["TILELANG_CACHE_DIR"] == str(fresh / "nvrtc")
     assert compiler._installed == "nvcc" and os.environ["TILELANG_CACHE_DIR"] == str(fresh)
-    assert compiler.VARIABLE not in os.environ
+    assert os.environ[compiler.VARIABLE] == "nvcc"  # as it was
     monkeypatch.delenv("TILELANG_CACHE_DIR")
     with compiler.using("nvrtc"):
         assert os.environ["TILELANG_CACHE_DIR"] == os.path.expanduser("~/.tilelang/cache/nvrtc")
@@ -314,7 +320,7 @@ def test_an_export_builds_with_the_compiler_its_study_measured_with(fresh, monke
     from tilesearch.database import TrialRecord
     from tilesearch.deploy import exporter
 
-    monkeypatch.delenv(compiler.VARIABLE, raising=False)
+    monkeypatch.setenv(compiler.VARIABLE, "nvcc")
     op = GemmOp()
     problem = op.problem(m=256, n=256, k=256)
     seen = []
@@ -342,7 +348,7 @@ def test_an_export_builds_with_the_compiler_its_study_measured_with(fresh, monke
 def test_a_kernel_built_before_a_switch_is_built_again_by_the_other_compiler(fresh, monkeypatch):
     from search_spaces.gemm import GemmOp
 
-    monkeypatch.delenv(compiler.VARIABLE, raising=False)
+    monkeypatch.setenv(compiler.VARIABLE, "nvcc")
     op = GemmOp()
     problem = op.problem(m=640, n=640, k=640)
     op.build(problem, GEMM, H100)  # by nvcc, and kept in TileLang's memory, keyed by the program alone

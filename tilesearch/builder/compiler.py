@@ -1,16 +1,19 @@
-"""Which compiler turns a kernel's device code into a cubin: nvcc (TileLang's own, the default)
-or NVRTC with precompiled headers, chosen for a whole run by ``TILESEARCH_COMPILER``.
+"""Which compiler turns a kernel's device code into a cubin: NVRTC with precompiled headers where
+NVRTC for Python loads (the default), else nvcc (TileLang's own); ``TILESEARCH_COMPILER=nvcc`` or
+``=nvrtc`` chooses for a whole run.
 
 Why NVRTC: nvcc parses TileLang's headers (CUTLASS and CuTe, some 115,000 preprocessed lines) again
 for every kernel and has no precompiled headers. NVRTC keeps them in the process (``-pch``), so a
 compile-pool worker, which compiles one kernel after another, parses them once. On the CPU machine
 a GEMM kernel's device code took a median 0.41 s with NVRTC against 1.92 s with nvcc
-(``scripts/nvrtc_probe.py``, RESULTS "NVRTC with precompiled headers").
+(``scripts/nvrtc_probe.py``, RESULTS "NVRTC with precompiled headers"); on the H200 host README's
+main command compiled its 48 kernels in 1.8-2.4 s each against 3.4-4.2 s with nvcc.
 
-Why not by default: the kernels are not the same. TileLang's NVRTC prelude (``nvrtc_std.h``) and its
-``__CUDACC_RTC__`` branches change the code (no cubin of 12 sampled was identical); on an H200 the
-12 kernels ran 0.983-1.058x as fast as nvcc's, 1.007x by geometric mean, with the same results to the
-bit (``scripts/nvrtc_probe.py gpu=1``). So a run measures, and hands back, the kernels of one
+Why that is a choice and not a silent swap: the kernels are not the same. TileLang's NVRTC prelude
+(``nvrtc_std.h``) and its ``__CUDACC_RTC__`` branches change the code (no cubin of 12 sampled was
+identical); on an H200 the 12 kernels ran 0.983-1.058x as fast as nvcc's, 1.007x by geometric
+mean, with the same results to the bit (``scripts/nvrtc_probe.py gpu=1``): not slower, so the
+default, but other kernels. So a run measures, and hands back, the kernels of one
 compiler only:
 
 - the choice is part of a study's identity (:func:`describe`, recorded by
@@ -70,11 +73,24 @@ class CompilerError(TilesearchError):
 
 
 def chosen() -> str:
-    """The compiler ``TILESEARCH_COMPILER`` names (``nvcc`` when unset)."""
-    name = os.environ.get(VARIABLE, "").strip().lower() or "nvcc"
+    """The compiler ``TILESEARCH_COMPILER`` names; unset, NVRTC where it loads (:func:`available`),
+    else nvcc."""
+    name = os.environ.get(VARIABLE, "").strip().lower()
+    if not name:
+        return "nvrtc" if available() else "nvcc"
     if name not in COMPILERS:
         raise CompilerError(f"{VARIABLE}={name!r} names no compiler; use one of {', '.join(COMPILERS)}")
     return name
+
+
+@functools.cache
+def available() -> bool:
+    """Whether NVRTC for Python loads here, in a version with precompiled headers (12.8 or later)."""
+    try:
+        _nvrtc_version()
+    except CompilerError:
+        return False
+    return True
 
 
 def describe() -> str:

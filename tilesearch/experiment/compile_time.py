@@ -19,6 +19,7 @@ import platform
 import random
 import statistics
 import struct
+import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -30,8 +31,14 @@ from tilesearch.experiment.cache import empty_tilelang_cache
 def measure(args: Any) -> int:
     """Compiles the sample once per batch size and reports what each took (see the module docstring)."""
     from tilesearch import registry
+    from tilesearch.builder import compiler
     from tilesearch.target import Target
 
+    sizes = [int(b) for b in str(args.batch).split(",")]
+    if compiler.chosen() == "nvrtc" and max(sizes) > 1:  # NVRTC compiles one kernel at a time
+        print(f"compile_time: batch={args.batch}: batches are nvcc's; run with TILESEARCH_COMPILER=nvcc, "
+              "or batch=1 for NVRTC", file=sys.stderr)
+        return 2
     op, target = registry.load("gemm"), Target.from_arch(args.arch)
     problem = op.problem(m=args.m, n=args.n, k=args.k, dtype=args.dtype, layout=args.layout)
     space = op.space(problem, target)
@@ -42,8 +49,8 @@ def measure(args: Any) -> int:
         if config not in configs:
             configs.append(config)
     with ExitStack() as caches:  # each variant's own, kept until the kernels are compared
-        variants = [_variant(problem, target, configs, args.workers, int(b), caches.enter_context(empty_tilelang_cache(f"batch{b}")))
-                    for b in str(args.batch).split(",")]
+        variants = [_variant(problem, target, configs, args.workers, b, caches.enter_context(empty_tilelang_cache(f"batch{b}")))
+                    for b in sizes]
         first = variants[0]
         for variant in variants:
             variant["identical"] = _same_kernels(first["cache"], variant["cache"])
@@ -51,7 +58,8 @@ def measure(args: Any) -> int:
         del variant["cache"]
     summary = {"machine": {"cpus": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
                            "processor": platform.processor() or platform.machine()},
-               "problem": problem.to_dict(), "arch": args.arch, "workers": args.workers, "variants": variants}
+               "problem": problem.to_dict(), "arch": args.arch, "workers": args.workers, "compiler": compiler.describe(),
+               "variants": variants}
     Path(args.out, "compile_time.json").write_text(json.dumps(summary, indent=2, default=str))
     print(f"{'batch':>5} {'wall s':>7} {'configs/min':>11} {'per config s':>12} {'compilers s':>11}  identical kernels")
     for v in variants:

@@ -5,23 +5,41 @@
 # working tree ".", or an older commit unpacked with `git archive COMMIT | tar -x -C .before`),
 # run from inside it, its own package first on the path (a tree it would not import is skipped).
 # TREE may be followed by ,NAME=VALUE settings of the environment for that run alone
-# (nvrtc=.,TILESEARCH_COMPILER=nvrtc).
+# (nvcc=.,TILESEARCH_COMPILER=nvcc).
 # The first run meets an empty compile cache on a fresh machine; later ones find most
-# configurations compiled. Writes $OUT/tune_main_LABEL_I.txt (its storage stays in /tmp: at most 8
+# configurations compiled, unless CACHE=fresh: then each run gets an empty TileLang cache folder of
+# its own, as on a fresh machine, and a run whose settings include HEADER=kept finds in it only NVRTC's
+# header record (compiler.header_file) that the last run before it made, as on a machine that has
+# tuned another problem before. Writes $OUT/tune_main_LABEL_I.txt (its storage stays in /tmp: at most 8
 # files come back from the GPU host)
 # and prints one line per run.
 #   bash scripts/time_main_command.sh after=. before=.before after=. before=.before
-#   bash scripts/time_main_command.sh nvcc=. nvrtc=.,TILESEARCH_COMPILER=nvrtc
+#   bash scripts/time_main_command.sh nvrtc=. nvcc=.,TILESEARCH_COMPILER=nvcc
+#   CACHE=fresh bash scripts/time_main_command.sh cold=. kept=.,HEADER=kept before=.before
 set -u
 out=${OUT:-/tmp}
 i=0
+header=""
 for spec in "$@"; do
   i=$((i + 1))
   label=${spec%%=*}
   rest=${spec#*=}
   IFS=, read -r -a parts <<< "$rest"
   tree=$(cd "${parts[0]}" && pwd)
-  settings=("${parts[@]:1}")
+  settings=()
+  keep=""
+  for setting in "${parts[@]:1}"; do
+    if [ "$setting" = HEADER=kept ]; then keep=1; else settings+=("$setting"); fi
+  done
+  if [ "${CACHE:-}" = fresh ]; then
+    cache=/tmp/main_cache_${label}_$i
+    rm -rf "$cache" && mkdir -p "$cache/nvrtc"
+    if [ -n "$keep" ]; then
+      if [ -z "$header" ]; then echo "$label run $i: no header record made by an earlier run to keep" >&2; continue; fi
+      cp "$header" "$cache/nvrtc/"
+    fi
+    settings+=("TILELANG_CACHE_DIR=$cache")
+  fi
   log="$out/tune_main_${label}_$i.txt"
   # run from inside the tree: the working directory comes first on python's path, so a tree run
   # from the repository root would import the root's tilesearch (as the first pairs of runs did)
@@ -37,7 +55,11 @@ for spec in "$@"; do
   rc=$?
   wall=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
   echo "$label run $i: rc=$rc wall=${wall}s $(grep -m1 -o 'first measured trial after [0-9.]* s; runner busy [0-9]*%' "$log")" \
-       "$(grep -m1 -o 'statuses: .*' "$log")"
+       "$(grep -m1 -o 'statuses: .*' "$log") $(grep -m1 -o '[0-9.]* s wall ([0-9.]* s of compilation' "$log")"
+  if [ "${CACHE:-}" = fresh ]; then
+    made=$(ls "$cache"/nvrtc/tilesearch-header-*.json 2>/dev/null | head -1)
+    [ -n "$made" ] && header=$made
+  fi
   grep -E '^(runner start|propose|database|wait for|measure|final re-time|worker: (time|warm))' "$log" | tr -s ' ' | paste -sd';' 
   grep -m1 -E '^ *[0-9]+ +chosen ' "$log" || tail -5 "$log"
 done

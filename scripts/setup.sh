@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv with tilesearch and everything it needs (idempotent). On machines without a GPU,
-# torch==2.13.0 is the CPU build; set TORCH_SPEC to choose another torch.
+# Creates .venv with tilesearch and everything it needs (idempotent), and records NVRTC's header
+# (below). On machines without a GPU, torch==2.13.0 is the CPU build; set TORCH_SPEC to choose another torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
@@ -13,3 +13,8 @@ fi
 for plugin in plugins/*/; do
   .venv/bin/python -m pip install -q -e "$plugin"
 done
+# NVRTC's precompiled header for sm_90a, made once as a compile pool's fork server makes it, so that its
+# code is recorded (tilesearch.builder.compiler.early_header): the first tune then makes the header
+# beside TileLang's import instead of after it. Nothing where NVRTC does not load; a failure here
+# only costs that head start.
+.venv/bin/python -m tilesearch.builder.warm || true

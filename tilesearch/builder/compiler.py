@@ -247,7 +247,7 @@ def _start_header(arch: str, code: str, options: list[str], background: bool, re
 
     def compile_header() -> None:
         try:
-            made.set_result(nvrtc_cubin(code, options))
+            made.set_result(nvrtc_cubin(code, options, counted=False))
         except BaseException as exc:  # noqa: BLE001 - the kernel's own compile meets it again
             made.set_exception(exc)
             return
@@ -406,9 +406,11 @@ def toolkit() -> str:
     return os.path.normpath(top.group(1).strip()) if top else os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
 
 
-def nvrtc_cubin(code: str, options: list[str]) -> bytes:
+def nvrtc_cubin(code: str, options: list[str], counted: bool = True) -> bytes:
     """``code`` compiled by NVRTC with ``options`` after TileLang's NVRTC prelude; RuntimeError
-    with NVRTC's log if it fails."""
+    with NVRTC's log if it fails. ``counted``: its seconds go to :func:`spent`, which a compile
+    takes the difference of; the header's, made in a thread beside a candidate's lowering, are
+    no candidate's (counted, they made a compile's compiler seconds exceed its wall time)."""
     import cuda.bindings.nvrtc as nvrtc
 
     source = ("#include <tl_templates/cuda/nvrtc_std.h>\n" + code).encode()
@@ -427,7 +429,8 @@ def nvrtc_cubin(code: str, options: list[str]) -> bytes:
         return cubin
     finally:
         nvrtc.nvrtcDestroyProgram(program)
-        _spent[0] += time.perf_counter() - began
+        if counted:
+            _spent[0] += time.perf_counter() - began
 
 
 def _forget_compiled() -> None:

@@ -436,3 +436,13 @@ print(json.dumps(seen))
     first, second = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
     assert first == [["HEADER", True, True]]  # nothing recorded: made after the import, as before
     assert second == [["HEADER", False, False]]  # begun from the record, in a thread, before the import
+
+
+def test_a_header_record_that_cannot_be_written_leaves_nothing_behind(recorded, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(compiler, "header_code", lambda arch: "HEADER")
+    monkeypatch.setattr(compiler.json, "dump", full)
+    assert compiler.make_header("sm_90a", background=False).result() == b"cubin"  # the header is made all the same
+    assert os.listdir(compiler.nvrtc_folder()) == []

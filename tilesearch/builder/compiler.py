@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.metadata
+import importlib.util
 import json
 import logging
 import os
@@ -281,9 +282,6 @@ def header_file(arch: str) -> str:
 
 def _header_stamp() -> dict[str, Any]:
     """What the recorded header's code and options follow from, learnt without importing TileLang."""
-    import importlib.metadata
-    import importlib.util
-
     spec = importlib.util.find_spec("tilelang")
     return {"tilelang": importlib.metadata.version("tilelang"), "at": spec.origin if spec else None,
             "nvrtc": list(_nvrtc_version()), "headers": list(COMMON_HEADERS)}
@@ -309,14 +307,18 @@ def _record_header(arch: str, code: str, options: list[str]) -> None:
     whole to a file beside it and renamed over the old, so a reader never sees half of one."""
     if _recorded_header(arch) == (code, options):
         return
-    path = header_file(arch)
+    path, written = header_file(arch), None
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(path), suffix=".tmp", delete=False) as f:
+            written = f.name
             json.dump({"stamp": _header_stamp(), "code": code, "options": options}, f)
-        os.replace(f.name, path)
+        os.replace(written, path)
     except (OSError, CompilerError, importlib.metadata.PackageNotFoundError) as exc:
         log.debug("NVRTC's header was not recorded at %s: %s", path, exc)
+        if written is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(written)
 
 
 def wait_for_header(arch: str) -> None:

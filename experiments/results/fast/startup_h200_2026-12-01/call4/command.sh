@@ -1,0 +1,2 @@
+# call 4 (2026-12-01), commit 4cc61ea, in the repository root on the GPU host
+source scripts/gpu-host.sh > $OUT/host.txt 2>&1; timeout -s INT 110 python3 -m pytest -v -m gpu -p no:cacheprovider -rfE "tests/test_gemm_gpu.py::test_gemm_is_correct_for_awkward_shapes_layouts_and_dtypes" "tests/test_gemm_gpu.py::test_split_k_rewrites_its_output_and_workspace_on_every_call" "tests/test_gemm_gpu.py::test_new_knobs_are_correct_for_awkward_shapes_layouts_and_dtypes" > $OUT/pytest_gpu.log 2>&1; echo rc=$?; grep -E "PASSED|FAILED|ERROR|passed|failed" $OUT/pytest_gpu.log | tail -8

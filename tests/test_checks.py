@@ -84,6 +84,15 @@ def test_compile_time_compares_batches_and_checks_their_kernels(tmp_path):
     assert done.stdout.strip().splitlines()[-1].startswith("batch 3: ")
 
 
+def test_compile_time_refuses_batches_under_nvrtc_with_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "experiments/compile_time.py", f"out={tmp_path}", "batch=1,3"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "TILESEARCH_COMPILER": "nvrtc"})
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "compile_time: batch=1,3: batches are nvcc's; run with TILESEARCH_COMPILER=nvcc, or batch=1 for NVRTC"]
+    assert not list(tmp_path.iterdir())  # refused before anything is compiled or written
+
+
 def test_an_empty_tilelang_cache_lasts_one_step_and_the_variable_comes_back(monkeypatch):
     from tilesearch.experiment.cache import empty_tilelang_cache
 

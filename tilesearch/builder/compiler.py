@@ -46,6 +46,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, wait
 from typing import Any
 
+from tilesearch.builder import pch
 from tilesearch.builder.batch import _OWN_OPTIONS, _arch, _register, split
 from tilesearch.errors import TilesearchError
 
@@ -416,6 +417,7 @@ def nvrtc_cubin(code: str, options: list[str], counted: bool = True) -> bytes:
     import cuda.bindings.nvrtc as nvrtc
 
     source = ("#include <tl_templates/cuda/nvrtc_std.h>\n" + code).encode()
+    options = pch.options(options)  # its headers in a folder that is cleaned, not NVRTC's own
     began = time.perf_counter()
     _, program = nvrtc.nvrtcCreateProgram(source, b"kernel.cu", 0, [], [])
     try:

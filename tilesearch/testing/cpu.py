@@ -86,9 +86,17 @@ def driver_facts(env: dict[str, str]) -> dict[str, Any]:
 
 
 def warm_up() -> None:
-    """The imports of a fresh worker, as on a GPU; with :data:`WARM_GATE` set, it waits until
-    that file exists, so that a test can hold the warm-up open."""
+    """The imports of a fresh worker, as on a GPU: torch, and TileLang with this package's compiler
+    and library hooks, which a candidate's build installs (:meth:`Candidate.build`), so that a
+    first measure's time limit is not spent importing (3-8 s on a busy 2-core machine: a spare's
+    first measure was killed at 8 s there); with :data:`WARM_GATE` set, it waits until that file
+    exists, so that a test can hold the warm-up open."""
     import torch  # noqa: F401
+
+    from tilesearch.builder import compiler, library
+
+    compiler.install()
+    library.install()
 
     gate = os.environ.get(WARM_GATE)
     while gate and not os.path.exists(gate):

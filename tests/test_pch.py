@@ -8,8 +8,8 @@ import tempfile
 
 import pytest
 
-from tilesearch.builder import pch
 from tests.test_compiler import needs_nvrtc
+from tilesearch.builder import pch
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from tilesearch.builder import pch
 @pytest.fixture
 def tmp(monkeypatch, tmp_path):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(pch, "_taken", [])
+    monkeypatch.setattr(pch, "_folder", pch._UNTAKEN)
     return tmp_path
 
 

@@ -26,7 +26,8 @@ import tempfile
 import threading
 
 _lock = threading.Lock()
-_taken: list[tuple[int, str | None]] = []  # (pid that took it, the folder or None where none could be made)
+_UNTAKEN = object()
+_folder: object = _UNTAKEN  # the folder taken, None where none could be made; a fork inherits it
 
 
 def root() -> str:
@@ -37,10 +38,11 @@ def root() -> str:
 def folder() -> str | None:
     """This process's header folder (its parent's, in a fork that inherits the header), taken on
     first use; None where none can be made here (NVRTC then writes its own, as before)."""
+    global _folder
     with _lock:
-        if not _taken:
-            _taken.append((os.getpid(), _take()))
-        return _taken[0][1]
+        if _folder is _UNTAKEN:
+            _folder = _take()
+        return _folder  # type: ignore[return-value]
 
 
 def options(given: list[str]) -> list[str]:
@@ -56,14 +58,15 @@ def options(given: list[str]) -> list[str]:
 
 def sweep() -> list[str]:
     """Removes the header folders of processes no longer running; the ones removed."""
+    top = root()
     try:
-        names = os.listdir(root())
+        names = os.listdir(top)
     except OSError:
         return []
     removed = []
     for name in names:
         if name.isdigit() and not _running(int(name)):
-            path = os.path.join(root(), name)
+            path = os.path.join(top, name)
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

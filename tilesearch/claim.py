@@ -103,8 +103,8 @@ class Claims:
             if held is None or held.number == number:
                 continue
             if held.state == TrialState.RUNNING and self.db.owner_alive(held) is not False:
-                return Claim(Verdict.BUSY, TrialRecord.from_trial(held))
-            record = TrialRecord.from_trial(held)
+                return Claim(Verdict.BUSY, self.db.record_of(held))
+            record = self.db.record_of(held)
             if held.state.is_finished() and has_result(record):
                 return Claim(Verdict.DONE, record)
         return Claim(Verdict.OWNED)
@@ -119,7 +119,7 @@ class Claims:
             if trial.state == TrialState.RUNNING:
                 if self.db.owner_alive(trial) is not False:
                     held.add(t.user_attrs["key"])
-            elif trial.state.is_finished() and has_result(TrialRecord.from_trial(trial)):
+            elif trial.state.is_finished() and has_result(self.db.record_of(trial)):
                 held.add(t.user_attrs["key"])
         return held
 

@@ -7,9 +7,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 
-def _version(package: str) -> str:
+def package(name: str) -> str:
+    """The installed version of distribution ``name``, or ``"none"``."""
     try:
-        return version(package)
+        return version(name)
     except PackageNotFoundError:
         return "none"
 
@@ -33,9 +34,9 @@ def _nvcc() -> str:
 
 def collect(torch_cuda: bool = False) -> dict[str, Any]:
     """Package versions; ``torch_cuda`` adds the CUDA runtime torch was built with."""
-    found = {name: _version(name) for name in ("tilesearch", "tilelang", "torch", "optuna", "xgboost")}
+    found = {name: package(name) for name in ("tilesearch", "tilelang", "torch", "optuna", "xgboost")}
     if found["xgboost"] == "none":  # the CPU-only wheel installs the same module under another name
-        found["xgboost"] = _version("xgboost-cpu")
+        found["xgboost"] = package("xgboost-cpu")
     found["nvcc"] = _nvcc()
     from tilesearch.builder import compiler
 
@@ -49,4 +50,4 @@ def collect(torch_cuda: bool = False) -> dict[str, Any]:
 
 def tag() -> str:
     """Short tag of the versions that decide which kernel a configuration compiles to."""
-    return f"tilelang-{_version('tilelang')}"
+    return f"tilelang-{package('tilelang')}"

@@ -58,6 +58,7 @@ from typing import Any
 from tilesearch import dataset
 from tilesearch.experiment import benchmark_report as br
 from tilesearch.experiment import kernel_tuner as kts
+from tilesearch.experiment import peer_runs
 from tilesearch.experiment import replay_runs as rr
 from tilesearch.experiment import scores as sc
 from tilesearch.experiment import strategies as sb
@@ -68,6 +69,12 @@ OURS = ("random", "tpe", "xgb", "xgb+transfer")
 OPTUNA = ("cmaes", "gp")
 # differential evolution again on the knob values listed in reverse (see kernel_tuner_sim's "Order")
 DEFAULT = OURS + ("cmaes",) + tuple(kts.PREFIX + name for name in kts.STRATEGIES) + ("kt:diff_evo/reversed",)
+
+
+def peer(name: str) -> bool:
+    """Whether ``name`` is another tuner's strategy (Optuna's samplers but TPE, Kernel Tuner's):
+    its runs may be recorded (:mod:`tilesearch.experiment.peer_runs`)."""
+    return name in OPTUNA or name.startswith(kts.PREFIX)
 
 
 def tuner(name: str) -> str:
@@ -195,6 +202,21 @@ class Runs:
         return rr._run(name, seed, rows, seconds)
 
 
+def compare(datasets: Sequence[dataset.Dataset], args: argparse.Namespace, run: Runs,
+            record: peer_runs.Record | None = None, log: Any = print) -> list[rr.Outcome]:
+    """The benchmark of ``args.strategies`` on ``datasets``: the peers' runs that ``record`` has
+    in full for this budget and these seeds served from it, every other strategy run by ``run``."""
+    served = [s for s in args.strategies if record is not None and peer(s)
+              and peer_runs.complete(record, datasets, s, args)]
+    live = argparse.Namespace(**{**vars(args), "strategies": [s for s in args.strategies if s not in served]})
+    outcomes = sb.benchmark(datasets, live, log=log, run=run)
+    if record is not None:
+        peer_runs.serve(outcomes, datasets, record, served, args)
+        if served:
+            log(f"served from {record.path}: {', '.join(served)}")
+    return outcomes
+
+
 def raised(outcomes: Sequence[rr.Outcome]) -> dict[tuple[str, str], str]:
     """(dataset, strategy) -> the error of its first run that raised."""
     found: dict[tuple[str, str], str] = {}
@@ -265,6 +287,12 @@ def build_parser(strategies: Sequence[str] = DEFAULT) -> argparse.ArgumentParser
     parser.set_defaults(out="experiments/results/field")
     parser.add_argument("--caches", default="",
                         help="keep the Kernel Tuner cache files here (default: a temporary directory)")
+    parser.add_argument("--datasets", default="*.jsonl*", help="which files of --data (a glob)")
+    parser.add_argument("--peers", default="",
+                        help="take the other tuners' runs from this record where it has them all "
+                             "(tilesearch.experiment.peer_runs), and run only the rest")
+    parser.add_argument("--record-peers", default="",
+                        help="write the other tuners' runs of this benchmark to this record (kept: what it holds else)")
     return parser
 
 
@@ -277,16 +305,32 @@ def main(argv: list[str] | None = None, *, strategies: Sequence[str] = DEFAULT) 
     if unknown:
         print(f"unknown Kernel Tuner strategies {unknown}; choose from {', '.join(kts.STRATEGIES)}", file=sys.stderr)
         return 2
-    datasets = [d for d in dataset.load_dir(args.data) if d.meta.get("gpu") != "synthetic"]
+    datasets = [d for d in dataset.load_dir(args.data, args.datasets) if d.meta.get("gpu") != "synthetic"]
     if not datasets:
-        print(f"no datasets in {args.data}; record some with experiments/record_dataset.py", file=sys.stderr)
+        print(f"no datasets {args.datasets} in {args.data}; record some with experiments/record_dataset.py",
+              file=sys.stderr)
+        return 2
+    record = peer_runs.Record.load(args.peers) if args.peers else None
+    if record is not None and (reasons := record.stale(datasets)):
+        print(f"{args.peers} does not fit: {reasons[0]}; record it again with --record-peers {args.peers}",
+              file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         runs = Runs(Path(args.caches) if args.caches else Path(tmp))
-        outcomes = sb.benchmark(datasets, args, log=lambda text: print(text, file=sys.stderr), run=runs)
+        outcomes = compare(datasets, args, runs, record, log=lambda text: print(text, file=sys.stderr))
+    if args.record_peers:
+        keep = peer_runs.Record.load(args.record_peers)
+        command = " ".join(["python", "experiments/field_benchmark.py", *(argv if argv is not None else sys.argv[1:])])
+        by_name = {d.name: d for d in datasets}
+        for outcome in outcomes:
+            data = by_name[outcome.dataset]
+            for name in filter(peer, outcome.runs):
+                keep.add(data, name, *sb.budget(data, args), outcome.runs[name], command)
+        keep.save()
+        print(f"recorded the other tuners' runs in {keep.path}", file=sys.stderr)
     for outcome in outcomes:
         br.plot(outcome, out / f"convergence_{outcome.dataset}.png", False)
     text = summary(outcomes, args)

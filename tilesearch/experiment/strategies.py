@@ -83,8 +83,7 @@ def benchmark(datasets: Sequence[dataset.Dataset], args: argparse.Namespace,
         pending = []
         for data in datasets:
             outcome = Outcome(data.name, len(data), data.best().tflops)
-            horizon = max(args.min_horizon, math.ceil(args.horizon * len(data)))
-            cap = max(horizon, math.ceil(args.max_share * len(data)))
+            horizon, cap = budget(data, args)
             source = nearest(data, datasets)
             hints = None
             if any("carver" in name for name in args.strategies):
@@ -119,6 +118,13 @@ def benchmark(datasets: Sequence[dataset.Dataset], args: argparse.Namespace,
                 log(f"{data.name} xgb+transfer from {other}: {args.seeds} runs in {seconds:.1f} s")
             outcomes.append(outcome)
     return outcomes
+
+
+def budget(data: dataset.Dataset, args: argparse.Namespace) -> tuple[int, int]:
+    """A run's horizon and cap on ``data``: at least ``--horizon`` of the dataset (and
+    ``--min-horizon`` trials), at most ``--max-share`` of it (and never below the horizon)."""
+    horizon = max(args.min_horizon, math.ceil(args.horizon * len(data)))
+    return horizon, max(horizon, math.ceil(args.max_share * len(data)))
 
 
 def _seeds(run: Callable[..., Run], data: dataset.Dataset, name: str, *, seeds: list[int],

@@ -38,6 +38,8 @@ from typing import Any
 from tilesearch import dataset
 from tilesearch.experiment.record import commit
 from tilesearch.experiment.replay_runs import Run
+from tilesearch.experiment.scores import score_setup, willemsen_score
+from tilesearch.experiment.strategies import budget, executor
 from tilesearch.versions import package
 
 FORMAT, VERSION = "tilesearch-peer-runs", 1
@@ -146,14 +148,8 @@ def verify(record: Record, datasets: Sequence[dataset.Dataset], strategies: Sequ
         recorded = record.runs(name, strategy, horizon, cap) or []
         if recorded:
             tasks.append((by_name[name], strategy, recorded[i % len(recorded)], horizon, cap))
-    if jobs > 1:
-        import concurrent.futures
-        import multiprocessing as mp
-
-        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-            again = list(pool.map(_again, [run] * len(tasks), tasks))
-    else:
-        again = [_again(run, task) for task in tasks]
+    with executor(jobs) as pool:
+        again = [f.result() for f in [pool.submit(_again, run, task) for task in tasks]]
     return [line for line in again if line]
 
 
@@ -171,8 +167,6 @@ def _again(run: Callable[..., Run], task: tuple[dataset.Dataset, str, Run, int, 
 def complete(record: Record, datasets: Sequence[dataset.Dataset], strategy: str, args: Any) -> bool:
     """Whether ``record`` has ``args.seeds`` runs of ``strategy`` on each of ``datasets`` at the
     benchmark's budget (:func:`~tilesearch.experiment.strategies.budget`)."""
-    from tilesearch.experiment.strategies import budget
-
     return all(len(record.runs(d.name, strategy, *budget(d, args)) or []) >= args.seeds for d in datasets)
 
 
@@ -181,9 +175,6 @@ def serve(outcomes: Sequence[Any], datasets: Sequence[dataset.Dataset], record: 
     """Adds the first ``args.seeds`` recorded runs of ``strategies`` to ``outcomes`` (one per
     dataset, from :func:`~tilesearch.experiment.strategies.benchmark`), scored as the benchmark
     scores its own, and orders each outcome's runs as ``args.strategies``."""
-    from tilesearch.experiment.scores import score_setup, willemsen_score
-    from tilesearch.experiment.strategies import budget
-
     by_name = {d.name: d for d in datasets}
     for outcome in outcomes:
         data = by_name[outcome.dataset]

@@ -79,7 +79,7 @@ def benchmark(datasets: Sequence[dataset.Dataset], args: argparse.Namespace,
     def submit(*task: Any, **kwargs: Any) -> list[concurrent.futures.Future]:
         return [pool.submit(_seeds, *task, seeds=list(part), **kwargs) for part in parts]
 
-    with _executor(jobs) as pool:
+    with executor(jobs) as pool:
         pending = []
         for data in datasets:
             outcome = Outcome(data.name, len(data), data.best().tflops)
@@ -170,7 +170,8 @@ def _single_threaded() -> None:
     torch.set_num_threads(1)
 
 
-def _executor(jobs: int) -> concurrent.futures.Executor:
+def executor(jobs: int) -> concurrent.futures.Executor:
+    """Where benchmark runs go: here for one job, else ``jobs`` single-threaded processes."""
     if jobs <= 1:
         return _InProcess()
     return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"),

@@ -23,6 +23,7 @@ operands last) had taken 3.5 s. With the cluster and stream-K knobs on, 2657 x 6
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -79,17 +80,19 @@ def valid(names: Sequence[str], values: Sequence[Sequence[Any]],
     order = walk_order(names, values, constraints)
     assigned: dict[str, Any] = {}
     partial = Partial(assigned, frozenset(names))
-    found: list[dict[str, Any]] = []
+    found: list[tuple[int, dict[str, Any]]] = []  # (position in the product, configuration)
     last = len(names) - 1
+    strides = [math.prod(len(v) for v in values[i + 1:]) for i in range(len(names))]  # the last knob fastest
 
-    def walk(depth: int, pending: tuple[int, ...]) -> None:
-        name = names[order[depth]]
-        for value in values[order[depth]]:
+    def walk(depth: int, pending: tuple[int, ...], rank: int) -> None:
+        knob = order[depth]
+        name, stride = names[knob], strides[knob]
+        for j, value in enumerate(values[knob]):
             assigned[name] = value
             if depth == last:
                 config = {n: assigned[n] for n in names}
                 if not any(constraints[i](config) for i in pending):
-                    found.append(config)
+                    found.append((rank + j * stride, config))
                 continue
             still = []
             for i in pending:
@@ -101,13 +104,12 @@ def valid(names: Sequence[str], values: Sequence[Sequence[Any]],
                 if reason:
                     break
             else:
-                walk(depth + 1, tuple(still))
+                walk(depth + 1, tuple(still), rank + j * stride)
         del assigned[name]
 
-    walk(0, tuple(range(len(constraints))))
-    position = [{(type(v), v): j for j, v in enumerate(vals)} for vals in values]  # True is not 1
-    found.sort(key=lambda c: tuple(position[i][type(c[n]), c[n]] for i, n in enumerate(names)))
-    return found
+    walk(0, tuple(range(len(constraints))), 0)
+    found.sort(key=lambda pair: pair[0])  # their positions: the sort compared tuples of dict lookups, a fifth of the time
+    return [config for _, config in found]
 
 
 def walk_order(names: Sequence[str], values: Sequence[Sequence[Any]], constraints: Sequence[Any],

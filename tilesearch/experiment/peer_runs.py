@@ -140,13 +140,16 @@ def verify(record: Record, datasets: Sequence[dataset.Dataset], strategies: Sequ
     """Runs one seed of each recorded (dataset, strategy of ``strategies``, budget) again with
     ``run`` (the field benchmark's); one line for each whose measured rows differ from the
     record's. The seed is the pair's position modulo its seeds, so different pairs check
-    different seeds."""
+    different seeds; where a seed raised, that seed (the later ones were not run)."""
     by_name = {d.name: d for d in datasets}
     tasks = []
     for i, (name, strategy, horizon, cap) in enumerate(
             e for e in record.entries() if e[0] in by_name and e[1] in strategies):
         recorded = record.runs(name, strategy, horizon, cap) or []
-        if recorded:
+        raised = next((r for r in recorded if r.error), None)
+        if raised is not None:  # the seeds after it were not run (field.Runs): the one that raised is checked
+            tasks.append((by_name[name], strategy, raised, horizon, cap))
+        elif recorded:
             tasks.append((by_name[name], strategy, recorded[i % len(recorded)], horizon, cap))
     with executor(jobs) as pool:
         again = [f.result() for f in [pool.submit(_again, run, task) for task in tasks]]

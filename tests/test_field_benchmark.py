@@ -10,6 +10,7 @@ import pytest
 from tilesearch import dataset
 from tilesearch.experiment import field as fb
 from tilesearch.experiment import kernel_tuner as kts
+from tilesearch.experiment import peer_runs
 from tilesearch.experiment import replay_runs as rr
 from tilesearch.experiment import scores as sc
 from tilesearch.experiment import strategies as sb
@@ -92,6 +93,66 @@ def test_field_benchmark_end_to_end(data_dir, tmp_path):
         "a.json", "a_reversed.json", "b.json", "b_reversed.json"]
 
 
+def _record(data_dir, tmp_path, strategies="xgb,cmaes,kt:random_sample"):
+    rec = tmp_path / "peers.json.gz"
+    assert fb.main(["--data", str(data_dir), "--out", str(tmp_path / "first"), "--seeds", "2", "--min-horizon", "4",
+                    "--jobs", "1", "--strategies", strategies, "--record-peers", str(rec)]) == 0
+    return rec
+
+
+def test_recorded_peer_runs_are_served_and_only_ours_run(data_dir, tmp_path, monkeypatch):
+    rec = _record(data_dir, tmp_path)
+    record = peer_runs.Record.load(rec)
+    assert [(d, s) for d, s, _, _ in record.entries()] == [
+        ("a", "cmaes"), ("a", "kt:random_sample"), ("b", "cmaes"), ("b", "kt:random_sample")]  # ours are not kept
+    entry = record.datasets["a"]["runs"]["cmaes"]
+    assert entry[next(iter(entry))]["recorded"]["command"].startswith("python experiments/field_benchmark.py --data")
+
+    def never(*args, **kwargs):
+        raise AssertionError("a recorded peer was run again")
+
+    monkeypatch.setattr(fb, "optuna_run", never)  # one process (--jobs 1): the patches are here
+    monkeypatch.setattr(kts, "run", never)
+    assert fb.main(["--data", str(data_dir), "--out", str(tmp_path / "again"), "--seeds", "2", "--min-horizon", "4",
+                    "--jobs", "1", "--strategies", "xgb,cmaes,kt:random_sample", "--peers", str(rec)]) == 0
+    first, again = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("first", "again"))
+    for name in ("cmaes", "kt:random_sample"):
+        assert again["a"]["runs"][name] == first["a"]["runs"][name]  # the same trials and the same scores
+    assert list(again["a"]["runs"]) == ["xgb", "cmaes", "kt:random_sample"] and again["verdicts"] == first["verdicts"]
+    # a peer the record lacks, or one recorded with fewer seeds than asked for, is run
+    with pytest.raises(AssertionError, match="run again"):
+        fb.main(["--data", str(data_dir), "--out", str(tmp_path / "more"), "--seeds", "3", "--min-horizon", "4",
+                 "--jobs", "1", "--strategies", "cmaes", "--peers", str(rec)])
+
+
+def test_a_record_that_no_longer_fits_is_refused_in_one_line(data_dir, tmp_path, capsys, monkeypatch):
+    rec = _record(data_dir, tmp_path, "kt:random_sample")
+    record = peer_runs.Record.load(rec)
+    assert record.stale(dataset.load_dir(data_dir)) == []
+    data = dataset.load(data_dir / "a.jsonl.gz")
+    dataset.write(data_dir / "a.jsonl.gz", {**data.meta, "notes": "measured again"}, data.rows)
+    capsys.readouterr()
+    assert fb.main(["--data", str(data_dir), "--out", str(tmp_path / "o"), "--peers", str(rec)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "a: the dataset changed since it was recorded" in err and "--record-peers" in err
+    monkeypatch.setattr(peer_runs, "versions", lambda: {**record.meta["versions"], "cmaes": "9.9"})
+    assert f"cmaes {record.meta['versions']['cmaes']} recorded, 9.9 installed" in record.stale([])
+
+
+def test_verify_names_a_recorded_run_that_the_peer_no_longer_makes(data_dir, tmp_path):
+    rec = _record(data_dir, tmp_path, "cmaes,kt:random_sample")
+    record = peer_runs.Record.load(rec)
+    datasets = dataset.load_dir(data_dir)
+    assert peer_runs.verify(record, datasets, ["cmaes", "kt:random_sample"], fb.Runs(tmp_path)) == []
+    # pairs in sorted order check seeds 0, 1, 0, 1: b's CMA-ES is pair 2, so seed 0
+    entry = record.datasets["b"]["runs"]["cmaes"]
+    runs = entry[next(iter(entry))]["runs"]
+    runs[0]["tflops"][3] = 1e9
+    assert peer_runs.verify(record, datasets, ["cmaes", "kt:random_sample"], fb.Runs(tmp_path)) == [
+        f"b cmaes seed 0: measured {len(runs[0]['tflops'])} rows, recorded {len(runs[0]['tflops'])}; "
+        "they differ from row 4"]
+
+
 def test_unknown_kernel_tuner_strategy_is_refused(data_dir, tmp_path, capsys):
     assert fb.main(["--data", str(data_dir), "--out", str(tmp_path / "o"), "--strategies", "kt:nope"]) == 2
     assert "unknown Kernel Tuner strategies" in capsys.readouterr().err
@@ -121,9 +182,12 @@ def test_reversed_export_lists_values_in_reverse_and_keeps_the_rows(data_dir, tm
     assert sorted(map(str, cache.rows.values())) == sorted(map(str, data.rows))
 
 
-# -- issue 19 on the committed replay datasets (the real H100 sweeps; about a minute) ---------
+# -- issue 19 on the committed replay datasets (the real H100 sweeps) --------------------------
 
 DATA = Path(__file__).resolve().parents[1] / "experiments" / "data"
+PEERS = Path(__file__).resolve().parents[1] / "experiments" / "results" / "field" / "peer_runs.json.gz"
+"""The other tuners' runs on the committed datasets (:mod:`tilesearch.experiment.peer_runs`),
+written by the commands that each entry names (README, "Search against the field")."""
 
 
 FIELD = ["xgb", "cmaes"] + [kts.PREFIX + n for n in kts.STRATEGIES] + ["kt:diff_evo/reversed"]
@@ -132,24 +196,75 @@ FIELD = ["xgb", "cmaes"] + [kts.PREFIX + n for n in kts.STRATEGIES] + ["kt:diff_
 # (RESULTS.md, "The einsum-sum sweep, complete"); a budget of 10% of the sweep keeps CMA-ES's 30 runs
 # to minutes. The GEMM datasets keep 10 seeds and the default 30% budget.
 SPARSE_TARGET = ["--seeds", "30", "--max-share", "0.1"]
+GP_CAP = 40
+"""Trials a GP run gets: issue 19's budget on the full spaces. On the 2-core machine GPSampler
+fits for every ask, 0.13 s a trial at 170 trials and more beyond, too slow for the field's whole
+budgets (RESULTS.md has those runs)."""
 
 
-def _field(datasets, argv):
-    args = fb.build_parser().parse_args(["--strategies", ",".join(FIELD), *argv])
-    args.strategies = FIELD
-    with tempfile.TemporaryDirectory() as tmp:
-        return sb.benchmark(datasets, args, log=lambda _: None, run=fb.Runs(Path(tmp)))
+def _committed():
+    datasets = [d for d in dataset.load_dir(DATA) if d.meta.get("gpu") != "synthetic"]
+    assert len(datasets) >= 4, f"expected the committed replay datasets in {DATA}"
+    return datasets
+
+
+def _settings(datasets, strategies, argv, sparse=SPARSE_TARGET):
+    """(datasets, the benchmark's arguments) of each part of the field: the GEMM datasets with
+    ``argv``, the others with ``sparse`` after it."""
+    parts = []
+    for chosen, extra in (([d for d in datasets if d.op == "gemm"], []),
+                          ([d for d in datasets if d.op != "gemm"], sparse)):
+        if chosen:
+            args = fb.build_parser().parse_args(["--strategies", ",".join(strategies), *argv, *extra])
+            args.strategies = list(strategies)
+            parts.append((chosen, args))
+    return parts
+
+
+GP_ARGV = ["--horizon", "0", "--min-horizon", str(GP_CAP), "--max-share", "0"]
+GP_SPARSE = SPARSE_TARGET[:2]  # the field's seeds; the cap is GP_CAP
 
 
 @pytest.fixture(scope="module")
-def field():
-    """xgb, Optuna's CMA-ES and every Kernel Tuner strategy (differential evolution also on the
-    values listed in reverse) on experiments/data: 10 seeds on the GEMM datasets, 30 on the others."""
-    datasets = [d for d in dataset.load_dir(DATA) if d.meta.get("gpu") != "synthetic"]
-    assert len(datasets) >= 4, f"expected the committed replay datasets in {DATA}"
-    gemm = [d for d in datasets if d.op == "gemm"]
-    others = [d for d in datasets if d.op != "gemm"]
-    return _field(gemm, []) + (_field(others, SPARSE_TARGET) if others else [])
+def record():
+    """The committed record of the peers' runs, checked to fit the committed datasets and the
+    peers installed, and to hold every peer run that the tests below compare with."""
+    datasets = _committed()
+    rec = peer_runs.Record.load(PEERS)
+    how = "record them again with the commands in README's 'Search against the field'"
+    stale = rec.stale(datasets)
+    assert not stale, f"{PEERS.name}: {'; '.join(stale)}; {how}"
+    for strategies, argv, sparse in ((FIELD, [], SPARSE_TARGET), (["gp"], GP_ARGV, GP_SPARSE)):
+        for chosen, args in _settings(datasets, strategies, argv, sparse):
+            missing = [s for s in args.strategies if fb.peer(s) and not peer_runs.complete(rec, chosen, s, args)]
+            assert not missing, f"{PEERS.name} lacks {missing} at {argv or 'the default budget'}; {how}"
+    return rec
+
+
+def test_the_recorded_peer_runs_are_what_the_peers_do_now(record):
+    """One seed of every recorded (dataset, peer, budget) run again (each pair another seed):
+    the rows measured, in order, are the record's. This is what lets the field's verdicts below
+    take the peers' runs from the record and run only ours."""
+    with tempfile.TemporaryDirectory() as tmp:
+        differ = peer_runs.verify(record, _committed(), [s for s in FIELD + ["gp"] if fb.peer(s)],
+                                  fb.Runs(Path(tmp)), jobs=2)
+    assert not differ, "\n".join(differ)
+
+
+def _field(strategies, argv, record, sparse=SPARSE_TARGET):
+    outcomes = []
+    for chosen, args in _settings(_committed(), strategies, argv, sparse):
+        with tempfile.TemporaryDirectory() as tmp:
+            outcomes += fb.compare(chosen, args, fb.Runs(Path(tmp)), record, log=lambda _: None)
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def field(record):
+    """xgb (run here), Optuna's CMA-ES and every Kernel Tuner strategy (differential evolution
+    also on the values listed in reverse; from the record) on experiments/data: 10 seeds on the
+    GEMM datasets, 30 on the others."""
+    return _field(FIELD, [], record)
 
 
 def test_xgb_needs_the_fewest_trials_to_97_and_has_the_highest_score_on_every_committed_dataset(field):
@@ -162,40 +277,16 @@ def test_xgb_needs_the_fewest_trials_to_97_and_has_the_highest_score_on_every_co
     assert len(verdicts) >= 4 and not missed, "\n".join(missed)
 
 
-GP_CAP = 40
-"""Trials a GP run gets in CI: issue 19's budget on the full spaces. On the 2-core machine GPSampler
-fits for every ask, 0.13 s a trial at 170 trials and more beyond, too slow for the field's whole
-budgets (RESULTS.md has those runs)."""
-
-
-def test_xgb_needs_fewer_trials_than_optunas_gp_on_every_committed_dataset(field):
-    """Optuna's GP sampler (each proposal measured at the nearest untried configuration), with the
-    seeds of ``field``, up to :data:`GP_CAP` trials a run. A run that does not reach 97% of the best
-    within the cap counts as never reaching it, so GP's median is exact up to the cap and a lower
-    bound beyond it: enough to say that ``xgb`` needs fewer. One torch thread a process, as GP's
-    fits contend with each other's otherwise (``strategies._single_threaded``)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # for the in-process run of a one-core machine
-    by_name = {d.name: d for d in dataset.load_dir(DATA)}
-    seeds = {o.dataset: len(o.runs["xgb"]) for o in field}
-    try:
-        gp = {}
-        for n in sorted(set(seeds.values())):
-            args = fb.build_parser().parse_args(["--strategies", "gp", "--seeds", str(n), "--horizon", "0",
-                                                 "--min-horizon", str(GP_CAP), "--max-share", "0"])
-            args.strategies = ["gp"]
-            with tempfile.TemporaryDirectory() as tmp:
-                outcomes = sb.benchmark([by_name[name] for name, s in seeds.items() if s == n], args,
-                                        log=lambda _: None, run=fb.Runs(Path(tmp)))
-            gp.update({o.dataset: o.runs["gp"] for o in outcomes})
-    finally:
-        torch.set_num_threads(threads)
+def test_xgb_needs_fewer_trials_than_optunas_gp_on_every_committed_dataset(field, record):
+    """Optuna's GP sampler (each proposal measured at the nearest untried configuration; from
+    the record), with the seeds of ``field``, up to :data:`GP_CAP` trials a run. A run that does
+    not reach 97% of the best within the cap counts as never reaching it, so GP's median is exact
+    up to the cap and a lower bound beyond it: enough to say that ``xgb`` needs fewer."""
+    gp = {o.dataset: o.runs["gp"] for o in _field(["gp"], GP_ARGV, record, GP_SPARSE)}
     behind = []
     for outcome in field:
         runs = gp[outcome.dataset]
-        assert len(runs) == seeds[outcome.dataset] and all(len(r.tflops) == GP_CAP for r in runs)
+        assert len(runs) == len(outcome.runs["xgb"]) and all(len(r.tflops) == GP_CAP for r in runs)
         gp_t97 = statistics.median(r.trials_to(0.97, outcome.best_tflops) for r in runs)
         xgb_t97 = statistics.median(r.trials_to(0.97, outcome.best_tflops) for r in outcome.runs["xgb"])
         if not xgb_t97 < gp_t97:
@@ -208,15 +299,25 @@ FULL = [d for d in dataset.load_dir(DATA) if d.meta.get("gpu") != "synthetic" an
 
 @pytest.mark.skipif(not FULL, reason="no full-space dataset committed yet: issue 19's recordings need the GPU "
                                      "host (RESULTS.md, 'Datasets of the full spaces')")
-def test_xgb_reaches_97_percent_on_the_full_spaces_within_the_issues_budgets():
+def test_xgb_reaches_97_percent_on_the_full_spaces_within_the_issues_budgets(field):
     """Issue 19 on the full spaces: median trials to 97% of the best known within 40 (15 with
-    transfer) on a GEMM sample, within 3% of the size on an einsum-sum sweep; 10 seeds."""
-    args = fb.build_parser().parse_args(["--strategies", "xgb,xgb+transfer"])
-    args.strategies = ["xgb", "xgb+transfer"]
+    transfer) on a GEMM sample, within 3% of the size on an einsum-sum sweep; 10 seeds.
+
+    ``xgb``'s runs are the field's first 10 seeds: on a GEMM sample those are the runs of the
+    default budget; on the einsum-sum sweep the field caps them at 10% of it, and a run is the same
+    up to its cap (the cap only stops it), so its trials to 97% are too where they are within
+    it, and past the cap they are past the 3% target either way. ``xgb+transfer`` runs here, each
+    GEMM sample warm-started from the nearest other full-space dataset, as with the default budget."""
+    args = fb.build_parser().parse_args(["--strategies", "xgb+transfer"])
+    args.strategies = ["xgb+transfer"]
     outcomes = sb.benchmark(FULL, args, log=lambda _: None)
+    xgb = {o.dataset: o for o in field}
+    for outcome in outcomes:
+        outcome.runs["xgb"] = xgb[outcome.dataset].runs["xgb"][:args.seeds]
     found = sc.full_space_targets(list(zip(FULL, outcomes)))
     missed = [f"{name}: {goal} ({why})" for name, got in found.items() for goal, (ok, why) in got.items() if not ok]
     assert found and not missed, "\n".join(missed)
+    assert all("xgb within" in " ".join(got) for got in found.values()) and len(found) == len(FULL)
 
 
 def test_full_space_targets_fail_when_a_median_misses(data_dir):

@@ -1,5 +1,6 @@
 """Kernel Tuner's and Optuna's strategies on replay datasets (experiments/field_benchmark.py)."""
 
+import functools
 import json
 import statistics
 import tempfile
@@ -118,7 +119,11 @@ def test_recorded_peer_runs_are_served_and_only_ours_run(data_dir, tmp_path, mon
     first, again = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("first", "again"))
     for name in ("cmaes", "kt:random_sample"):
         assert again["a"]["runs"][name] == first["a"]["runs"][name]  # the same trials and the same scores
-    assert list(again["a"]["runs"]) == ["xgb", "cmaes", "kt:random_sample"] and again["verdicts"] == first["verdicts"]
+    assert list(again["a"]["runs"]) == ["xgb", "cmaes", "kt:random_sample"]
+    # xgb ran again: its trials are the same, its score not (it counts xgb's own measured seconds)
+    assert ([r["trials_to_97"] for r in again["a"]["runs"]["xgb"]] == [r["trials_to_97"] for r in first["a"]["runs"]["xgb"]]
+            and {d: v["fewest_t97"] for d, v in again["verdicts"].items()}
+            == {d: v["fewest_t97"] for d, v in first["verdicts"].items()})
     # a peer the record lacks, or one recorded with fewer seeds than asked for, is run
     with pytest.raises(AssertionError, match="run again"):
         fb.main(["--data", str(data_dir), "--out", str(tmp_path / "more"), "--seeds", "3", "--min-horizon", "4",
@@ -202,7 +207,9 @@ fits for every ask, 0.13 s a trial at 170 trials and more beyond, too slow for t
 budgets (RESULTS.md has those runs)."""
 
 
+@functools.cache
 def _committed():
+    """The committed datasets, read once for the tests below (about a second a read)."""
     datasets = [d for d in dataset.load_dir(DATA) if d.meta.get("gpu") != "synthetic"]
     assert len(datasets) >= 4, f"expected the committed replay datasets in {DATA}"
     return datasets

@@ -254,7 +254,7 @@ class TuningDatabase:
         # damaged (a signal inside a storage call, see tilesearch.shutdown); looked up, it failed
         # every later run with "Multiple rows were found when one or none was required".
         self._opened: dict[int, optuna.Trial] = {}
-        self._read: dict[int, TrialRecord] = {}  # finished trials' records, by trial id (see _records)
+        self._read: dict[int, TrialRecord] = {}  # finished trials' records, by trial id (see record_of)
         if isinstance(storage, optuna.storages.BaseStorage):
             self.storage = storage
         else:

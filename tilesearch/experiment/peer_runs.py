@@ -124,8 +124,9 @@ class Record:
 
     def stale(self, datasets: Sequence[dataset.Dataset]) -> list[str]:
         """Why the record does not fit ``datasets`` and the peers installed: one line each."""
+        installed = versions()
         reasons = [f"{name} {old} recorded, {new} installed" for name, old in self.meta.get("versions", {}).items()
-                   if (new := versions().get(name)) != old]
+                   if (new := installed.get(name)) != old]
         for data in datasets:
             entry = self.datasets.get(data.name)
             if entry is None:
@@ -179,6 +180,7 @@ def serve(outcomes: Sequence[Any], datasets: Sequence[dataset.Dataset], record: 
     dataset, from :func:`~tilesearch.experiment.strategies.benchmark`), scored as the benchmark
     scores its own, and orders each outcome's runs as ``args.strategies``."""
     by_name = {d.name: d for d in datasets}
+    order = {name: i for i, name in enumerate(args.strategies)}
     for outcome in outcomes:
         data = by_name[outcome.dataset]
         setup = score_setup(data, args.cutoff, args.cutoff_start)
@@ -186,5 +188,4 @@ def serve(outcomes: Sequence[Any], datasets: Sequence[dataset.Dataset], record: 
             runs = (record.runs(data.name, strategy, *budget(data, args)) or [])[:args.seeds]
             outcome.runs[strategy] = runs
             outcome.scores[strategy] = [willemsen_score(r, setup) for r in runs]
-        order = {name: i for i, name in enumerate(args.strategies)}
         outcome.runs = dict(sorted(outcome.runs.items(), key=lambda item: order.get(item[0], len(order))))

@@ -52,10 +52,13 @@ class Verdict(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Claim:
-    """Outcome of a claim: the verdict, and the trial that holds the key unless it is ours."""
+    """Outcome of a claim: the verdict, the trial that holds the key unless it is ours, and the
+    main study's trials as the claim read them after its ticket (``None`` where it read none), so
+    that the caller's own checks need no second read of the storage."""
 
     verdict: Verdict
     holder: TrialRecord | None = None
+    trials: list[FrozenTrial] | None = None
 
 
 class Claims:
@@ -95,19 +98,20 @@ class Claims:
         earlier = sorted((t for t in before if t.user_attrs.get("key") == key), key=lambda t: t.number)
         if not earlier and budget is None:
             return Claim(Verdict.OWNED)
-        trials = {t.number: t for t in self.db.trials()}
+        read = self.db.trials()
+        trials = {t.number: t for t in read}
         if budget is not None and len(self._held(before, trials) - {key}) >= budget:
-            return Claim(Verdict.FULL)
+            return Claim(Verdict.FULL, trials=read)
         for t in earlier:
             held = trials.get(t.user_attrs["trial"])
             if held is None or held.number == number:
                 continue
             if held.state == TrialState.RUNNING and self.db.owner_alive(held) is not False:
-                return Claim(Verdict.BUSY, self.db.record_of(held))
+                return Claim(Verdict.BUSY, self.db.record_of(held), read)
             record = self.db.record_of(held)
             if held.state.is_finished() and has_result(record):
-                return Claim(Verdict.DONE, record)
-        return Claim(Verdict.OWNED)
+                return Claim(Verdict.DONE, record, read)
+        return Claim(Verdict.OWNED, trials=read)
 
     def _held(self, tickets: list[FrozenTrial], trials: dict[int, FrozenTrial]) -> set[str]:
         """Keys of ``tickets`` whose trial is running in a live tuning process or finished with a result."""

@@ -50,7 +50,7 @@ from tilesearch.records import (
     is_settled,
     speeds,
 )
-from tilesearch.storage import rdb_storage, uninterrupted
+from tilesearch.storage import rdb_storage, set_trial_user_attrs, uninterrupted
 from tilesearch.target import Target
 
 DEFAULT_STORAGE = "sqlite:///tilesearch.db"
@@ -338,10 +338,10 @@ class TuningDatabase:
         done = {k for k, r in _settled(self._records(trials)).items() if has_result(r)}
         return len(done | set(_running(trials)))
 
-    def taken(self, key: str, number: int | None = None) -> int | None:
+    def taken(self, key: str, number: int | None = None, trials: list[FrozenTrial] | None = None) -> int | None:
         """The trial that settled configuration ``key``, else the one measuring it now (not trial
-        ``number``), else None; from one read of the storage."""
-        trials = self.trials()
+        ``number``), else None; from one read of the storage, or from ``trials`` read before."""
+        trials = self.trials() if trials is None else trials
         prior = _settled(self._records(trials)).get(key)
         if prior is not None:
             return prior.number
@@ -447,8 +447,9 @@ class TuningDatabase:
 
     def claim(self, trial: optuna.Trial, candidate: Candidate) -> None:
         """Marks an open trial as measuring ``candidate``."""
-        trial.set_user_attr("key", candidate.key)
-        trial.set_user_attr("config", json.dumps(candidate.config, sort_keys=True))
+        attrs = {"key": candidate.key, "config": json.dumps(candidate.config, sort_keys=True)}
+        set_trial_user_attrs(self.storage, trial._trial_id, attrs)
+        trial._cached_frozen_trial.user_attrs.update(attrs)  # what trial.set_user_attr keeps (trial.user_attrs)
 
     def record_invalid(
         self, trial: optuna.Trial, candidate: Candidate, reason: str, duplicate_of: int | None = None
@@ -508,11 +509,8 @@ class TuningDatabase:
 
     def _write(self, trial: optuna.Trial | FrozenTrial, status: Status, fields: Mapping[str, Any]) -> None:
         trial_id = trial._trial_id
-        for key, value in fields.items():
-            if key == "error" and isinstance(value, str):
-                value = value[-4000:]
-            self.storage.set_trial_user_attr(trial_id, key, value)
-        self.storage.set_trial_user_attr(trial_id, "status", status.value)
+        attrs = {k: v[-4000:] if k == "error" and isinstance(v, str) else v for k, v in fields.items()}
+        set_trial_user_attrs(self.storage, trial_id, {**attrs, "status": status.value})
         state = {Status.OK: TrialState.COMPLETE, Status.INVALID: TrialState.PRUNED}.get(status, TrialState.FAIL)
         value = fields["latency_ms"] if status == Status.OK else None
         if isinstance(trial, optuna.Trial) and value is not None:  # ours: the study's sampler sees it end

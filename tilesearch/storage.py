@@ -105,6 +105,28 @@ def _held(kind: type, name: str) -> Any:
     return call
 
 
+def set_trial_user_attrs(storage: optuna.storages.BaseStorage, trial_id: int, attrs: dict[str, Any]) -> None:
+    """Writes ``attrs`` on a running trial; into a relational storage in one transaction.
+
+    Why: Optuna writes each attribute in a transaction of its own, and a trial's record is about
+    ten (its latency, interval, runs, clock, phases, ...): with the claim's two, 11 of the 20
+    transactions of a README-command trial on SQLite, 0.9 s of the tuning loop's 5.3 s of database
+    writes over 48 synthetic trials on the 2-core CI machine. One transaction also keeps a record
+    whole: a process killed while writing it leaves none of it, not a part. Other storages (a
+    journal, memory) take the attributes one by one, as Optuna writes them."""
+    write = getattr(storage, "_set_trial_attr_without_commit", None)
+    if not isinstance(storage, optuna.storages.RDBStorage) or write is None:
+        for key, value in attrs.items():
+            storage.set_trial_user_attr(trial_id, key, value)
+        return
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    with shutdown.held(), _create_scoped_session(storage.scoped_session, True) as session:
+        for key, value in attrs.items():
+            write(session, models.TrialUserAttributeModel, trial_id, key, value)
+
+
 class ReadOnlySQLite(optuna.storages.RDBStorage):
     """An SQLite file read through :func:`_read_only_sqlite`'s URL, and read again, on a
     connection opened anew, after a read that found the file changing under it ("database disk

@@ -196,3 +196,23 @@ def test_a_writer_makes_the_folder_of_its_sqlite_file_and_a_reader_does_not(tmp_
     assert not (tmp_path / "absent").exists()
     run_toy(f"sqlite:///{tmp_path}/new/deeper/tune.db", trials=2)
     assert (tmp_path / "new" / "deeper" / "tune.db").is_file()
+
+
+def test_a_configuration_in_flight_is_taken_whether_or_not_the_asking_trial_carries_its_key(tmp_path):
+    # the tuning loop checks a sampler's proposal on the trials its claim read, where the asking
+    # trial already carries the key: it must not hide the older trial measuring the same configuration
+    from optuna.distributions import IntDistribution
+
+    from tilesearch.records import Candidate
+    from tilesearch.target import Target
+
+    db = TuningDatabase(f"sqlite:///{tmp_path / 'k.db'}", "taken")
+    candidate = Candidate("toy", {"size": 8}, {"tile_a": 16}, Target.from_arch("sm_90a", gpu="synthetic"), TOY_OP)
+    older, newer = (db.ask({"tile_a": IntDistribution(1, 64)}, {"tile_a": 16}) for _ in range(2))
+    db.claim(older, candidate)
+    assert db.taken(candidate.key, newer.number) == older.number  # before the newer trial's claim
+    db.claim(newer, candidate)
+    assert db.taken(candidate.key, newer.number) == older.number
+    assert db.taken(candidate.key, newer.number, db.trials()) == older.number
+    assert db.taken(candidate.key, older.number) == newer.number
+    db.close()

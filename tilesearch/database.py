@@ -345,8 +345,9 @@ class TuningDatabase:
         prior = _settled(self._records(trials)).get(key)
         if prior is not None:
             return prior.number
-        running = _running(trials).get(key)
-        return running if running is not None and running != number else None
+        # trial ``number`` itself left out first: it may carry ``key`` already (a claim's read), and
+        # would hide an older running trial of the same configuration
+        return _running([t for t in trials if t.number != number]).get(key)
 
     def evaluated(self) -> int:
         """Distinct configurations with a result (:func:`~tilesearch.records.has_result`): what

@@ -509,11 +509,10 @@ def together_noting_settle(candidates, settings, peers=()):
     return measure_together(candidates, settings, peers)
 
 
-def retime_settles(tmp_path, monkeypatch, ready, trial=False):
+def retime_settles(tmp_path, monkeypatch, ready):
     """The settle each of a 3-process re-time's processes was given; ``ready``: its spares warmed
     up before it starts, else the runner pauses 0.2 s between processes (:data:`RESETTLE_WITHIN_S`
-    made shorter than that, so that no test hangs on a slow machine's start); ``trial``: the
-    measuring worker times a trial just before the re-time, as the search's last trial."""
+    made shorter than that, so that no test hangs on a slow machine's start)."""
     from tilesearch.runner import local
 
     monkeypatch.setenv("SETTLE_LOG", str(tmp_path / "settle"))
@@ -529,11 +528,8 @@ def retime_settles(tmp_path, monkeypatch, ready, trial=False):
             deadline = time.monotonic() + 120
             while not all(s.ready for s in runner._spares) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        candidate = Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128},
-                              TARGET, FAULTY_CPU_OP)
-        if trial:
-            assert runner.run(candidate).status is Status.OK
-        runner.retime([candidate])
+        runner.retime([Candidate("faulty_cpu", {"n": 1 << 12}, {"fault": "none", "block": 256, "threads": 128},
+                                 TARGET, FAULTY_CPU_OP)])
     finally:
         runner.close()
     # one configuration: three processes, whether or not their CPU timings agree
@@ -548,17 +544,10 @@ def test_a_retimes_later_processes_settle_shorter_when_they_follow_at_once(tmp_p
     assert FINAL_RESETTLE_MS < FINAL_SETTLE_MS
 
 
-def test_a_retimes_first_process_settles_shorter_right_after_the_last_trial(tmp_path, monkeypatch):
-    from tilesearch.runner.measure import FINAL_RESETTLE_MS
-
-    assert retime_settles(tmp_path, monkeypatch, ready=True, trial=True) == [FINAL_RESETTLE_MS] * 3
-
-
 def test_a_process_that_follows_a_pause_settles_in_full(tmp_path, monkeypatch):
     from tilesearch.runner.measure import FINAL_SETTLE_MS
 
-    # the first process too: the measuring worker's last trial came before the pause
-    assert retime_settles(tmp_path, monkeypatch, ready=False, trial=True) == [FINAL_SETTLE_MS] * 3
+    assert retime_settles(tmp_path, monkeypatch, ready=False) == [FINAL_SETTLE_MS] * 3
 
 
 class Disagreeing(CpuRunner):

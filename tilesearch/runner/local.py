@@ -113,7 +113,6 @@ class LocalRunner(Runner):
         self._started = 0
         self._spent: dict[str, float] = {}
         self._retired: list[IsolatedWorker] = []  # the final re-time's processes, asked to exit
-        self._answered = float("-inf")  # perf_counter() of the measuring worker's last answer
 
     def start(self) -> Target:
         """The GPU's facts, read through the driver while the measuring worker starts in the
@@ -179,7 +178,6 @@ class LocalRunner(Runner):
             self._fresh_worker()
         self._since_start += 1
         result = self._worker.call(self.measure_fn, candidate, self.settings, incumbent, timeout=self.timeout)
-        self._answered = time.perf_counter()
         if result.ok:
             return result.value
         if result.timed_out:
@@ -212,9 +210,7 @@ class LocalRunner(Runner):
         if self._worker.alive:  # it stays for the next problem; the memory its allocator holds goes back
             self._worker.call("torch.cuda:empty_cache", timeout=self.timeout)
         processes: list[list[RunResult]] = []
-        # the first process follows the search's last trial: when that ended within the window, the
-        # GPU comes from sustained load, as a later process's does from the process before it
-        ended = self._answered
+        ended = 0.0
         # one configuration and no peer: more processes cannot change a choice, only narrow its
         # interval, and the pooled interval already spans processes that disagree (a nested
         # bootstrap over them). On the H100 three of five runs of README's main command re-timed
@@ -226,7 +222,7 @@ class LocalRunner(Runner):
             settings = replace(self.settings, seed=self.settings.seed + len(processes))
             worker = self._take_fresh()
             began = time.perf_counter()
-            if began - ended < RESETTLE_WITHIN_S:  # the GPU comes from the previous rounds
+            if processes and began - ended < RESETTLE_WITHIN_S:  # the GPU comes from the previous rounds
                 settings = replace(settings, settle_ms=min(settings.settle_ms, FINAL_RESETTLE_MS))
             try:
                 result = worker.call(self.together_fn, list(candidates), settings, list(peers),

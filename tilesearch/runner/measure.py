@@ -66,17 +66,14 @@ FINAL_MAX_MS = 6000.0  # GPU time cap of the final re-time's rounds (all candida
 # at 1980 MHz (after idle compile time) and at 1410 MHz (right after back-to-back trials), and
 # their ratios to torch.matmul, 0.997 and 1.001, missed each other's intervals by 0.2%.
 FINAL_SETTLE_MS = 1500.0
-# A re-time's process settles for less when it starts within a second of the GPU's last work: a
-# later process whose spare was ready follows the previous process's last round (loading and
-# checking take 0.4-0.6 s at 8192^3), and the first one follows the search's last trial when no
-# compile kept the GPU waiting between them. The GPU then comes from sustained load, not from
-# idle, and the clock it holds under load is reached again within a few hundred milliseconds. At
-# 1.5 s each, the two processes' settling was 3 s of the 6 s re-time of README's main command
-# (the first process's alone was 1.5 s of 5.5-6 s at 868b9e1, NVIDIA H200). Should the shorter
-# settle leave processes apart, the pool's rule (:func:`tilesearch.runner.pool.disagree`) adds a
-# process, as it would for any other cause.
+# A re-time's later process settles for less when its spare was ready: it then starts within a second
+# of the previous process's last round (loading and checking take 0.4-0.6 s at 8192^3), so the
+# GPU comes from sustained load, not from idle, and the clock it holds under load is reached again
+# within a few hundred milliseconds. At 1.5 s each, the two processes' settling was 3 s of the 6 s
+# re-time of README's main command. Should the shorter settle leave processes apart, the pool's
+# rule (:func:`tilesearch.runner.pool.disagree`) adds a process, as it would for any other cause.
 FINAL_RESETTLE_MS = 300.0
-RESETTLE_WITHIN_S = 1.0  # the most the GPU may wait before a re-time's process for the shorter settle
+RESETTLE_WITHIN_S = 1.0  # the most the GPU may wait between two processes for the shorter settle
 PLACEMENTS = 4  # copies of the inputs the timed rounds cycle through (fewer where memory is short)
 PLACEMENT_MEMORY_SHARE = 0.2  # of the free GPU memory, at most, for the extra copies
 RACE_ROUNDS = 10  # rounds of a racing trial's first look, at least (see the module docstring)
@@ -111,8 +108,8 @@ class MeasureSettings:
         race_ms: GPU time of a racing trial's first look (at least :data:`RACE_ROUNDS` rounds,
             at most the ``rep_ms`` batch); the next looks double its rounds up to that batch.
         settle_ms: GPU time of the untimed rounds that open a final re-time's timing
-            (:data:`FINAL_SETTLE_MS`; the runner gives a re-time's processes that follow the GPU's
-            last work at once :data:`FINAL_RESETTLE_MS`).
+            (:data:`FINAL_SETTLE_MS`; the runner gives a re-time's later processes
+            :data:`FINAL_RESETTLE_MS`).
     """
 
     warmup_ms: float = 25.0

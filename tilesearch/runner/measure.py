@@ -72,6 +72,10 @@ FINAL_SETTLE_MS = 1500.0
 # within a few hundred milliseconds. At 1.5 s each, the two processes' settling was 3 s of the 6 s
 # re-time of README's main command. Should the shorter settle leave processes apart, the pool's
 # rule (:func:`tilesearch.runner.pool.disagree`) adds a process, as it would for any other cause.
+# The first process settles in full even right after the search's last trial: tried on the H200
+# (2026-12-03), its rounds then ran before the GPU reached that state (NVML's power 330-500 W
+# against 686-691 W, kernel and torch.matmul both about 2% faster), since racing trials leave it
+# idle a quarter of the time; the search does not stand in for sustained load.
 FINAL_RESETTLE_MS = 300.0
 RESETTLE_WITHIN_S = 1.0  # the most the GPU may wait between two processes for the shorter settle
 PLACEMENTS = 4  # copies of the inputs the timed rounds cycle through (fewer where memory is short)

@@ -449,7 +449,8 @@ class GemmOp(Operator):
             knobs += [Categorical("cluster", CLUSTERS), Categorical("schedule", SCHEDULES)]
         if SEARCH_STREAM_K:
             knobs.append(Categorical("stream_k", STREAM_K if most_tiles > sms else STREAM_K[:1]))
-        return Space(knobs, constraints(problem["dtype"], target, problem))
+        # the constraints are functions of the problem and the target alone: listed once a process
+        return Space(knobs, constraints(problem["dtype"], target, problem), key=(problem, target))
 
     def program(self, problem: Problem, config: Config, target: Target, runtime: tuple[str, ...] = ()) -> Any:
         """The tile program; with ``runtime=("m",)`` M is a run-time value (``T.dynamic``), so

@@ -95,3 +95,38 @@ def test_neighbours_differ_in_one_knob_and_are_valid():
                   [lambda c: "a=4 with y" if c["a"] == 4 and c["b"] == "y" else None])
     assert space.neighbours({"a": 1, "b": "y"}) == [{"a": 2, "b": "y"}, {"a": 1, "b": "x"}]
     assert space.neighbours({"a": 4, "b": "x"}) == [{"a": 1, "b": "x"}, {"a": 2, "b": "x"}]
+
+
+def test_a_keyed_space_is_listed_once_a_process_and_its_configurations_are_the_readers_own(monkeypatch):
+    from tilesearch import walk
+    from tilesearch.op import Problem
+
+    walks = []
+    real = walk.positions
+    monkeypatch.setattr(walk, "positions", lambda *a: walks.append(1) or real(*a))
+    problem = Problem("gemm", {"m": 3000, "n": 512, "k": 256, "dtype": "float16", "layout": "nn"})
+    target = Target.from_arch("sm_90a")
+    first = GemmOp().space(problem, target)
+    listed = list(first.enumerate())
+    listed[0]["block_m"] = -1  # a reader's change stays its own
+    again = GemmOp().space(problem, target)  # another object, as each tune() asks the op anew
+    assert list(again.enumerate()) == [c for c in first.enumerate()] != listed and len(walks) == 1
+    assert again.listing()[0]["block_m"] != -1 and len(again.listing()) == again.count_valid() == len(listed)
+    # no key, or the knobs narrowed: listed for itself
+    assert list(Space(first.knobs, first.constraints).enumerate()) == list(first.enumerate()) and len(walks) == 2
+    narrowed = Space([k if k.name != "block_k" else PowerOfTwo("block_k", 32, 64) for k in first.knobs],
+                     first.constraints, key=(problem, target))
+    assert list(narrowed.enumerate()) == [c for c in first.enumerate() if c["block_k"] <= 64] and len(walks) == 3
+    # constraints replaced after a listing: listed anew, and not kept for the key
+    first.constraints = (lambda c: "no" if c["block_m"] == 64 else None,)
+    assert 64 not in {c["block_m"] for c in first.enumerate()} and len(walks) == 4
+    assert 64 in {c["block_m"] for c in GemmOp().space(problem, target).enumerate()} and len(walks) == 4
+
+
+def test_a_shuffled_listing_is_the_listing_shuffled_as_a_list():
+    listing = small_space().listing()
+    configs = list(listing)
+    random.Random(3).shuffle(configs)
+    shuffled = listing.shuffled(random.Random(3))
+    assert list(shuffled) == configs and len(shuffled) == len(listing) and list(shuffled[2:5]) == configs[2:5]
+    assert list(listing) == list(small_space().enumerate())  # the listing itself is left in order

@@ -97,7 +97,9 @@ def test_the_knobs_most_constraints_read_are_walked_first():
 def test_an_operators_space_walks_to_the_filtered_list(op, params):
     operator = load(op)
     space = operator.space(operator.problem(**params), Target.from_arch("sm_90a"))
-    assert list(space.enumerate()) == filtered(space)
+    # walked here, not read from a listing another test kept (Space.listing)
+    walked = valid(space.names, [space[n].values() for n in space.names], space.constraints)
+    assert walked == filtered(space) == list(space.enumerate())
 
 
 def test_with_the_cluster_and_stream_k_knobs_too():

@@ -14,9 +14,12 @@ import itertools
 import json
 import math
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import threading
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import optuna.distributions as od
 
@@ -135,9 +138,14 @@ class Space:
     Args:
         knobs: the knobs, in the order they are enumerated (the last varies fastest).
         constraints: functions of a configuration returning ``None`` when valid, else a reason.
+        key: what the constraints are a function of besides the configuration (an op gives its
+            problem and target): spaces of equal keys and knob values list the same valid
+            configurations, so a process lists them once (:meth:`listing`). ``None``: each
+            space is listed for itself.
     """
 
-    def __init__(self, knobs: Sequence[Knob], constraints: Sequence[Constraint] = ()) -> None:
+    def __init__(self, knobs: Sequence[Knob], constraints: Sequence[Constraint] = (), *,
+                 key: Hashable | None = None) -> None:
         names = [k.name for k in knobs]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate knob names in {names}")
@@ -147,6 +155,8 @@ class Space:
         # knob values are fixed: computed once, not on every check (enumeration checks them all)
         self._names = tuple(names)
         self._values = tuple(k.values() for k in self.knobs)
+        self._key, self._keyed = key, self.constraints  # the constraints the key speaks for
+        self._listed: tuple[tuple[Constraint, ...], Listing] | None = None  # the constraints listed with, and the listing
 
     def __getitem__(self, name: str) -> Knob:
         return self._by_name[name]
@@ -185,16 +195,40 @@ class Space:
         return self.why_invalid(config) is None
 
     def enumerate(self, *, valid_only: bool = True) -> Iterator[Config]:
-        """All configurations in knob order, by default only the valid ones (found without
-        checking each one of the product: :mod:`tilesearch.walk`)."""
+        """All configurations in knob order, by default only the valid ones (:meth:`listing`)."""
         if valid_only:
-            yield from walk.valid(self._names, self._values, self.constraints)
+            yield from self.listing()
             return
         for combo in itertools.product(*self._values):
             yield dict(zip(self._names, combo))
 
+    def listing(self) -> Listing:
+        """The valid configurations in knob order, found without checking each one of the
+        product (:mod:`tilesearch.walk`) and kept: by this space, and for the process where the
+        space has a ``key`` (:data:`LISTINGS_KEPT` of them). A small-M GEMM space's listing
+        took 1.5-3.5 s on a 2-core CPU machine (2026-12-03), and a range lists each size's space
+        several times (its search, its refining, a rerun) and ``random`` or ``xgb`` list it for
+        every study. Each configuration read from it is a dict of its own."""
+        if self._listed is not None and self._listed[0] is self.constraints:
+            return self._listed[1]
+        keyed = self._key is not None and self.constraints is self._keyed
+        key = (self._key, self._names, _typed(self._values)) if keyed else None
+        with _LISTINGS_LOCK:
+            positions = _LISTINGS.get(key) if key is not None else None
+            if positions is not None:
+                _LISTINGS.move_to_end(key)
+        if positions is None:
+            positions = array("q", walk.positions(self._names, self._values, self.constraints))
+            if key is not None:
+                with _LISTINGS_LOCK:
+                    _LISTINGS[key] = positions
+                    while len(_LISTINGS) > LISTINGS_KEPT:
+                        _LISTINGS.popitem(last=False)
+        self._listed = (self.constraints, Listing(walk.decoder(self._names, self._values), positions))
+        return self._listed[1]
+
     def count_valid(self) -> int:
-        return sum(1 for _ in self.enumerate())
+        return len(self.listing())
 
     def pruned(self) -> dict[str, int]:
         """How many configurations each first-failing reason prunes (reasons with numbers folded)."""
@@ -258,3 +292,49 @@ class Space:
 
     def describe(self) -> list[tuple[str, str]]:
         return [(k.name, k.describe()) for k in self.knobs]
+
+
+class Listing(Sequence[Config]):
+    """A space's valid configurations, kept as their positions in the product (one 8-byte
+    integer each, where a configuration is a dict of every knob: 152,000 of a small-M GEMM
+    space) and made into a fresh dict when read, so that no reader changes another's."""
+
+    def __init__(self, at: Callable[[int], Config], positions: array) -> None:
+        self._at, self._positions = at, positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> Config: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Listing: ...
+
+    def __getitem__(self, index: int | slice) -> Config | Listing:
+        if isinstance(index, slice):
+            return Listing(self._at, self._positions[index])
+        return self._at(self._positions[index])
+
+    def __iter__(self) -> Iterator[Config]:
+        return map(self._at, self._positions)
+
+    def shuffled(self, rng: random.Random) -> Listing:
+        """The same configurations in the order ``rng.shuffle`` gives a list of them."""
+        positions = list(self._positions)
+        rng.shuffle(positions)
+        return Listing(self._at, array("q", positions))
+
+
+LISTINGS_KEPT = 64
+"""Listings of keyed spaces a process keeps, the least recently used dropped first: a range's
+sizes, probes and held-out sizes are a few dozen spaces, at most 1.2 MB each (152,000 valid
+configurations of a small-M GEMM)."""
+
+_LISTINGS: OrderedDict[Hashable, array] = OrderedDict()
+_LISTINGS_LOCK = threading.Lock()
+
+
+def _typed(values: Sequence[Sequence[Any]]) -> tuple[tuple[tuple[type, Any], ...], ...]:
+    """Knob values with their types, as a cache key: ``(False, True)`` equals ``(0, 1)``."""
+    return tuple(tuple((type(v), v) for v in vs) for vs in values)

@@ -5,6 +5,7 @@ stopped."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
 
@@ -22,10 +23,10 @@ class GridStrategy(Strategy):
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
-        self._order: list[dict] | None = None
+        self._order: Sequence[dict] | None = None
 
-    def order(self, context: SearchContext) -> list[dict]:
-        return list(context.space.enumerate())
+    def order(self, context: SearchContext) -> Sequence[dict]:
+        return context.space.listing()
 
     def propose(self, context: SearchContext, n: int) -> list[Proposal]:
         if self._order is None:
@@ -46,7 +47,7 @@ class RandomStrategy(GridStrategy):
     name = "random"
     polished = True  # a search, in a random order
 
-    def order(self, context: SearchContext) -> list[dict]:
-        configs = list(context.space.enumerate())
-        random.Random(self.seed).shuffle(configs)
-        return configs
+    def order(self, context: SearchContext) -> Sequence[dict]:
+        # the listing's positions shuffled, not a list of its dicts: the same order, and only the
+        # few configurations a search reads are made
+        return context.space.listing().shuffled(random.Random(self.seed))

@@ -80,6 +80,25 @@ def test_a_partial_configuration_stops_a_constraint_at_a_knob_not_yet_assigned()
         partial["zzz"]
 
 
+def test_a_stopped_constraint_runs_again_only_once_the_knob_it_stopped_at_is_assigned():
+    walked = []
+
+    def on_z(c):
+        if isinstance(c, Partial | dict):  # the walk's calls, not walk_order's draws
+            walked.append(1)
+        return "z is 3" if c["z"] == 3 else None
+
+    def x_and_y(c):
+        return "x + y is 5" if c["x"] + c["y"] == 5 else None
+
+    names, values = ("x", "y", "z"), ((1, 2, 3), (1, 2, 3, 4), (1, 2, 3))
+    assert [names[i] for i in walk_order(names, values, [x_and_y, on_z])] == ["x", "y", "z"]
+    found = valid(names, values, [x_and_y, on_z])
+    assert found == [{"x": x, "y": y, "z": z} for x in (1, 2, 3) for y in (1, 2, 3, 4) for z in (1, 2) if x + y != 5]
+    # stopped at z once x is assigned, then run only on whole configurations, not again with y assigned
+    assert len(walked) == 3 + sum(3 for x in (1, 2, 3) for y in (1, 2, 3, 4) if x + y != 5)
+
+
 def test_the_knobs_most_constraints_read_are_walked_first():
     names, values = ("x", "y", "z"), ((1, 2), (1, 2), (1, 2))
     order = walk_order(names, values, [lambda c: c["z"] > 1 and None, lambda c: c["z"] + c["y"] and None])

@@ -169,3 +169,26 @@ def test_a_read_only_reader_opens_the_file_again_after_a_torn_read(tmp_path, mon
     with pytest.raises(optuna.exceptions.StorageInternalError, match="disk I/O"):
         db.storage.get_all_studies()
     db.close()
+
+
+def test_a_storage_of_an_older_schema_is_refused_though_the_newest_schema_is_read_once(tmp_path, monkeypatch):
+    import sqlite3
+
+    from optuna.storages._rdb.storage import _VersionManager
+
+    from tilesearch import storage
+    from tilesearch.database import StorageError
+
+    heads, real = [], _VersionManager.get_head_version
+    monkeypatch.setattr(_VersionManager, "get_head_version", lambda self: heads.append(1) or real(self))
+    monkeypatch.setattr(storage, "_newest_schema", None)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    for _ in range(3):
+        open_storage(url)
+        open_storage(url, read_only=True)
+    assert len(heads) == 2  # stamped on the new file, and read once for the check
+    with sqlite3.connect(tmp_path / "db.sqlite") as db:
+        db.execute("UPDATE alembic_version SET version_num = 'v3.0.0.d'")
+    for read_only in (False, True):
+        with pytest.raises(StorageError, match="no longer compatible with the table schema.*optuna storage upgrade"):
+            open_storage(url, read_only=read_only)

@@ -124,6 +124,11 @@ def test_the_modules_a_plugin_imports_from_its_own_package_are_part_of_its_sourc
         (pkg / "template.py").write_text("def program():\n    return 2\n")
         after = provenance.identity(reload("pkg_plugin.op:ToyOp"), {})
         assert after["op_source"] != before["op_source"]
+        # the op's module edited to import it (its imports are parsed once a text, not once a process)
+        (pkg / "op.py").write_text((pkg / "op.py").read_text() + "\n\nfrom pkg_plugin import unused  # noqa: E402, F401\n")
+        importing = provenance.identity(reload("pkg_plugin.op:ToyOp"), {})
+        (pkg / "unused.py").write_text("X = 3\n")
+        assert provenance.identity(reload("pkg_plugin.op:ToyOp"), {})["op_source"] != importing["op_source"]
     finally:
         for name in [n for n in sys.modules if n.startswith("pkg_plugin")]:
             sys.modules.pop(name)

@@ -8,7 +8,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
-.venv/bin/python -m pip install -q -e ".[test,postgres]"
+# bench: the field benchmark's peers, at the versions its recorded runs were made with (pyproject.toml)
+.venv/bin/python -m pip install -q -e ".[test,postgres,bench]"
 # the out-of-tree operator plugins, each registered through its own tilesearch.ops entry point
 for plugin in plugins/*/; do
   .venv/bin/python -m pip install -q -e "$plugin"

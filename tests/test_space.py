@@ -130,3 +130,31 @@ def test_a_shuffled_listing_is_the_listing_shuffled_as_a_list():
     shuffled = listing.shuffled(random.Random(3))
     assert list(shuffled) == configs and len(shuffled) == len(listing) and list(shuffled[2:5]) == configs[2:5]
     assert list(listing) == list(small_space().enumerate())  # the listing itself is left in order
+
+
+def test_a_large_space_is_drawn_from_in_a_seeded_order_without_a_listing(monkeypatch):
+    from itertools import islice
+
+    from tilesearch import walk
+    from tilesearch.space import DRAWN_FROM
+
+    space = GemmOp().space(GemmOp().problem(m=7, n=1536, k=2048, layout="nt"), Target.from_arch("sm_90a"))
+    assert space.size >= DRAWN_FROM
+    monkeypatch.setattr(walk, "positions", lambda *a: pytest.fail("a random order listed the space"))
+    first = list(islice(space.shuffled(random.Random(5)), 200))
+    assert first == list(islice(space.shuffled(random.Random(5)), 200)) != list(islice(space.shuffled(random.Random(6)), 200))
+    assert len({config_key(c) for c in first}) == 200 and all(space.why_invalid(c) is None for c in first)
+
+
+def test_a_sparse_large_space_is_drawn_from_then_listed_each_configuration_once(monkeypatch):
+    from tilesearch import walk
+    from tilesearch.space import DRAWN_FROM
+
+    knobs = [IntRange("a", 0, 1023), IntRange("b", 0, 1023)]
+    space = Space(knobs, [lambda c: None if c["a"] % 32 == 0 and c["b"] % 32 == 0 else "sparse"])
+    assert space.size >= DRAWN_FROM  # 1 in 1024 valid: a few drawn, then 2000 misses in a row, then listed
+    walks, real = [], walk.positions
+    monkeypatch.setattr(walk, "positions", lambda *a: walks.append(1) or real(*a))
+    order = list(space.shuffled(random.Random(1)))
+    assert sorted(order, key=lambda c: (c["a"], c["b"])) == list(space.enumerate()) and len(order) == 1024
+    assert order == list(space.shuffled(random.Random(1))) and len(walks) == 1

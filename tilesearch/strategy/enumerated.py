@@ -1,11 +1,11 @@
-"""Strategies that walk the list of valid configurations: ``grid`` in knob order, ``random`` in a
-seeded shuffle. Both skip what is measured or in flight, so a resumed run picks up where it
-stopped."""
+"""Strategies that walk the valid configurations in a fixed order: ``grid`` in knob order,
+``random`` in an order fixed by its seed (:meth:`~tilesearch.space.Space.shuffled`). Both skip what
+is measured or in flight, so a resumed run picks up where it stopped."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 
 from tilesearch.strategy.base import Proposal, SearchContext, Strategy
 
@@ -23,14 +23,15 @@ class GridStrategy(Strategy):
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
-        self._order: Sequence[dict] | None = None
+        self._order: _Kept | None = None
 
-    def order(self, context: SearchContext) -> Sequence[dict]:
+    def order(self, context: SearchContext) -> Iterable[dict]:
+        """The configurations to propose, in order; read only as far as the proposals go."""
         return context.space.listing()
 
     def propose(self, context: SearchContext, n: int) -> list[Proposal]:
         if self._order is None:
-            self._order = self.order(context)
+            self._order = _Kept(self.order(context))
         taken = context.taken()
         out = []
         for config in self._order:
@@ -47,7 +48,24 @@ class RandomStrategy(GridStrategy):
     name = "random"
     polished = True  # a search, in a random order
 
-    def order(self, context: SearchContext) -> Sequence[dict]:
-        # the listing's positions shuffled, not a list of its dicts: the same order, and only the
-        # few configurations a search reads are made
-        return context.space.listing().shuffled(random.Random(self.seed))
+    def order(self, context: SearchContext) -> Iterable[dict]:
+        return context.space.shuffled(random.Random(self.seed))
+
+
+class _Kept:
+    """An order read as far as the proposals need and kept, so that each round of proposals reads
+    it from the start (skipping what is taken) while a random order is still being drawn."""
+
+    def __init__(self, order: Iterable[dict]) -> None:
+        self._rest, self._kept = iter(order), []
+
+    def __iter__(self) -> Iterator[dict]:
+        i = 0
+        while True:
+            if i == len(self._kept):
+                config = next(self._rest, None)
+                if config is None:
+                    return
+                self._kept.append(config)
+            yield self._kept[i]
+            i += 1

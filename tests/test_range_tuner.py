@@ -70,22 +70,25 @@ def test_probes_time_the_searched_sizes_winners_and_refits_then_search_a_few(tun
     winners = set(range_tuner._winners(searched, settings, range_tuner._margin(RangeSettings(tolerance=result.tolerance))))
     # what the searched sizes measured, their winners at probe time among them (cross-measuring the
     # winners of later rounds may push an earlier contender out of today's winners)
-    measured = [r.config for s in searched.values() for r in TuningDatabase(settings.storage, s.study).records()]
-    winners |= {config_key(c) for c in measured}
+    # (each configuration once: the winners are cross-measured at every searched size)
+    measured = {config_key(r.config): r.config for s in searched.values()
+                for r in TuningDatabase(settings.storage, s.study).records()}
+    winners |= set(measured)
     op, target = load("gemm"), Target.from_arch("sm_90a")
+    probed = {size: TuningDatabase(settings.storage, result.studies[size]) for size in result.probes}
+    configs_at = {size: {config_key(r.config) for r in db.records()} for size, db in probed.items()}
     refitted = searched_too = 0
-    for size in result.probes:
+    for size, db in probed.items():
         problem = problem_at(op, result.size_range, {k: v for k, v in result.params.items() if k != "m"}, size)
         space = op.space(problem, target)
         # a probe's refits are those of the configuration serving it then: one measured at a tuned size
-        refits = {config_key(c) for config in measured for c in op.refits(problem, space, target, config, range_tuner.REFITS)}
-        db = TuningDatabase(settings.storage, result.studies[size])
+        refits = {config_key(c) for config in measured.values()
+                  for c in op.refits(problem, space, target, config, range_tuner.REFITS)}
         # what the trial budget counts, in order (the search's invalid proposals are recorded too;
         # later rounds' winners are cross-measured here after the probe, and at the searched sizes)
         keys = [config_key(r.config) for r in sorted(db.records(), key=lambda r: r.number) if has_result(r)]
         # the other probes' configurations: contenders found there are cross-measured here too
-        elsewhere = {config_key(r.config) for other in result.probes if other != size
-                     for r in TuningDatabase(settings.storage, result.studies[other]).records()}
+        elsewhere = set().union(*(configs_at[other] for other in result.probes if other != size))
         own = [k for k in keys if k not in winners | refits | elsewhere]  # the probe's search found these
         assert keys[0] in winners | refits and db.final() is None  # the hints first; no re-time
         assert len(set(keys)) == len(keys)

@@ -314,24 +314,33 @@ def test_a_range_without_any_correct_configuration_is_a_typed_error(tmp_path):
                    runner=lambda problem: SyntheticRunner(lambda config: None, SM90))
 
 
-def test_cli_tune_with_a_range_prints_buckets_and_regrets(monkeypatch, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def cli_range(tmp_path_factory):
+    """``tilesearch tune`` with a range, certified, run once for the tests of what it prints:
+    (exit code, stdout, stderr). A range takes a minute here, and both tests read one."""
+    from contextlib import redirect_stderr, redirect_stdout
+    from io import StringIO
+
+    storage = f"sqlite:///{tmp_path_factory.mktemp('cli') / 'db.sqlite'}"
     real_tune, real_certify = range_tuner.tune_range, range_tuner.certify
-    monkeypatch.setattr(range_tuner, "tune_range", lambda *a, **k: real_tune(*a, runner=runner, **k))
-    monkeypatch.setattr(range_tuner, "certify", lambda *a, **k: real_certify(*a, runner=runner, **k))
-    code = main(["tune", "op=gemm", "m=1..512", f"n={N}", f"k={K}", "layout=nt", "strategy=random", "trials=3",
-                 "sizes=3", "heldout=2", "progress=false", f"storage=sqlite:///{tmp_path / 'db.sqlite'}"])
-    out = capsys.readouterr().out
+    out, err = StringIO(), StringIO()
+    with pytest.MonkeyPatch.context() as monkeypatch, redirect_stdout(out), redirect_stderr(err):
+        monkeypatch.setattr(range_tuner, "tune_range", lambda *a, **k: real_tune(*a, runner=runner, **k))
+        monkeypatch.setattr(range_tuner, "certify", lambda *a, **k: real_certify(*a, runner=runner, **k))
+        code = main(["tune", "op=gemm", "m=1..512", f"n={N}", f"k={K}", "layout=nt", "strategy=random", "trials=2",
+                     "sizes=3", "heldout=2", f"storage={storage}"])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_tune_with_a_range_prints_buckets_and_regrets(cli_range):
+    code, out, _ = cli_range
     assert code == 0, out
     assert "range: gemm m=1..512,n=1024,k=2048,dtype=float16,layout=nt on synthetic (sm_90a) [replayed]" in out
     assert "tuned sizes: 1, 22, 512" in out and "held-out sizes" in out and "regret: median" in out
 
 
-def test_cli_range_tune_says_which_size_it_is_on(monkeypatch, tmp_path, capsys):
-    real_tune = range_tuner.tune_range
-    monkeypatch.setattr(range_tuner, "tune_range", lambda *a, **k: real_tune(*a, runner=runner, **k))
-    code = main(["tune", "op=gemm", "m=1..512", f"n={N}", f"k={K}", "layout=nt", "strategy=random", "trials=2",
-                 "sizes=3", "heldout=0", f"storage=sqlite:///{tmp_path / 'db.sqlite'}"])
-    err = capsys.readouterr().err
+def test_cli_range_tune_says_which_size_it_is_on(cli_range):
+    code, _, err = cli_range
     assert code == 0, err
     for size in (1, 22, 512):
         assert f"range: m={size}: tuning 2 configurations" in err
@@ -364,7 +373,8 @@ def test_a_named_runner_is_started_once_for_every_size_and_closed_at_the_end(tmp
     Counted.made.clear()
     monkeypatch.setattr(range_tuner, "make_runner", lambda settings: Counted())
     settings = TuneSettings(strategy="random", trials=3, progress=False, storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
-    result = tune_range("gemm", {"m": "1..4096", "n": N, "k": K, "layout": "nt"}, settings=settings,
+    # 1..512 (the CLI tests' range): sizes placed in a second round, refined, probed, as 1..4096's
+    result = tune_range("gemm", {"m": "1..512", "n": N, "k": K, "layout": "nt"}, settings=settings,
                         ranges=RangeSettings(sizes=4))
     certify(result, settings=settings, heldout=2)
     assert len(result.studies) >= 3
@@ -401,7 +411,7 @@ def test_a_ranges_studies_are_apart_from_its_sizes_own(tmp_path):
 
 def test_a_finished_range_is_served_without_starting_a_worker(tmp_path, monkeypatch):
     settings = TuneSettings(strategy="random", trials=3, progress=False, storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
-    params = {"m": "1..4096", "n": N, "k": K, "layout": "nt"}
+    params = {"m": "1..512", "n": N, "k": K, "layout": "nt"}  # its sizes, refining and probes served again
     results, real_tune = {}, range_tuner.tune
 
     def recording(op, problem, **kw):
@@ -531,10 +541,10 @@ def test_the_ops_hints_come_after_the_ranges_own_and_take_no_probes_trials(tmp_p
 
     gemm = registry.load("gemm")
     spaces = [gemm.space(Problem("gemm", {"m": m, "n": N, "k": K, "dtype": "float16", "layout": "nt"}), SM90)
-              for m in (1, 64, 4096)]  # the sizes it tunes first
+              for m in (1, 22, 512)]  # the sizes it tunes first
     valid = [c for c in islice(spaces[2].enumerate(), 3000)
-             if all(s.why_invalid(c) is None for s in spaces) and all(latency(m, c) for m in (1, 64, 4096))]
-    worst = max(valid, key=lambda c: latency(64, c))  # never a winner: its hint shows where it went
+             if all(s.why_invalid(c) is None for s in spaces) and all(latency(m, c) for m in (1, 22, 512))]
+    worst = max(valid, key=lambda c: latency(22, c))  # never a winner: its hint shows where it went
     monkeypatch.setattr(type(gemm), "hints", lambda self, problem, space, target, *, kind, n: [dict(worst)])
     calls, real_tune = [], range_tuner.tune
 
@@ -547,7 +557,7 @@ def test_the_ops_hints_come_after_the_ranges_own_and_take_no_probes_trials(tmp_p
     monkeypatch.setattr(range_tuner, "_nearest_best", lambda *a: ranges_hints.setdefault(a[-1], nearest_best(*a)))
     settings = TuneSettings(strategy="random", trials=3, progress=False, hints="carver",
                             storage=f"sqlite:///{tmp_path / 'db.sqlite'}")
-    result = tune_range("gemm", {"m": "1..4096", "n": N, "k": K, "layout": "nt"}, settings=settings,
+    result = tune_range("gemm", {"m": "1..512", "n": N, "k": K, "layout": "nt"}, settings=settings,
                         ranges=RangeSettings(sizes=3, refine=0), runner=runner)
     assert calls and {hints for _, hints in calls} == {""}  # tune adds no hints ahead of the range's
     first, *later = sorted(result.studies)
@@ -556,7 +566,7 @@ def test_the_ops_hints_come_after_the_ranges_own_and_take_no_probes_trials(tmp_p
         if size in result.probes:
             continue
         trials = [r for r in TuningDatabase(settings.storage, result.studies[size]).records() if r.duplicate_of is None]
-        # the range's hint came first, where a tuned size's best is valid here (none is at 4096 rows
+        # the range's hint came first, where a tuned size's best is valid here (none is at 512 rows
         # when the smaller sizes' bests are swapped tiles), then the op's
         own = ranges_hints[size]
         assert [config_key(r.config) for r in trials[:len(own)]] == [config_key(c) for c in own]

@@ -616,15 +616,18 @@ def _margin(ranges: RangeSettings) -> float:
     return max(ranges.tolerance, bucketing.RESOLVED)
 
 
-def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings, tolerance: float) -> dict[str, dict[str, Any]]:
+def _winners(tuned: Mapping[int, TuneResult], settings: TuneSettings, tolerance: float,
+             dbs: Mapping[int, TuningDatabase] | None = None) -> dict[str, dict[str, Any]]:
     """Every tuned size's winners, by key: its study's choice, its fastest figure and its
     contenders (:data:`CONTENDERS`). Configurations that tie at one size part at others: on the
     H100 (2026-11-26, ``c409cf2``) a 256x128 tile was 2.8% behind the best at 1448 rows and 10%
     ahead of the range's configuration at 8928, where a held-out search found it; as no tuned
-    size had it among its winners, no probe or other size measured it."""
+    size had it among its winners, no probe or other size measured it. ``dbs``: the sizes'
+    studies, opened by the caller (:func:`_cross_measure`)."""
     winners: dict[str, dict[str, Any]] = {}
-    for result in tuned.values():
-        ranked = TuningDatabase(settings.storage, result.study).best(10**6)
+    for size, result in tuned.items():
+        db = dbs[size] if dbs is not None else TuningDatabase(settings.storage, result.study)
+        ranked = db.best(10**6)
         fastest = fastest_first(ranked)
         first = ranked[:1] + [r for _, r in fastest[:1]]
         close = [r for ms, r in fastest if ms <= fastest[0][0] * (1 + tolerance) and r not in first]
@@ -721,11 +724,17 @@ def _cross_measure(operator, size_range, rest, tuned, settings, stages, toleranc
     trials get no final re-time: the table compares search figures, each at the clock of a full
     timing (:func:`~tilesearch.records.comparable_ms`), and with sizes placed one a
     round, re-timing every tuned size after every round took 74-180 s a round on the H100. A
-    rerun of the range does not re-time them either (:func:`_tune_size`)."""
-    winners = _winners(tuned, settings, tolerance)
+    rerun of the range does not re-time them either (:func:`_tune_size`).
+
+    Each size's study is opened once, on one storage, and read again only where winners were
+    measured: opened anew for the winners, for what the size measured and for its row, the studies'
+    reads took 13 of a served rerun's 22 s under the profiler (1..512, 13 sizes, 2026-12-03)."""
+    storage = open_storage(settings.storage)
+    dbs = {size: TuningDatabase(storage, result.study) for size, result in tuned.items()}
+    winners = _winners(tuned, settings, tolerance, dbs)
     table = Table()
     for size, result in sorted(tuned.items()):
-        db = TuningDatabase(settings.storage, result.study)
+        db = dbs[size]
         measured = {config_key(r.config) for r in db.finished().values()}
         problem = problem_at(operator, size_range, rest, size)
         space = operator.space(problem, result.target)
@@ -741,8 +750,9 @@ def _cross_measure(operator, size_range, rest, tuned, settings, stages, toleranc
                  strategy=Hinted(None, missing), runner=runner, builder=builder)
             log.info("%s=%d: measured %d other sizes' winners (%.0f s)", size_range.name, size, len(missing),
                      time.perf_counter() - start)
+            db = TuningDatabase(storage, result.study)  # with what tune measured
         row = {}
-        records = TuningDatabase(settings.storage, result.study).best(10**6)
+        records = db.best(10**6)
         for record, ms in zip(records, comparable_ms(records)):
             if ms is None:
                 continue

@@ -481,7 +481,7 @@ class GemmOp(Operator):
         ``role_based`` selects its automatic scheduler; the cluster program orders its warp
         groups itself (:func:`search_spaces.gemm_cluster.pass_configs`)."""
         if config.get("cluster", "off") != "off":
-            return gemm_cluster.pass_configs(config["cluster"])
+            return gemm_cluster.pass_configs(config["cluster"], config.get("schedule", "cooperative"))
         if config.get("stream_k", 1) > 1:
             return gemm_stream_k.pass_configs()
         ws = config.get("warp_specialize", "on")

@@ -47,17 +47,23 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 ORDER_BARRIER = 3
 
 
-def pass_configs(cluster: str) -> dict[str, Any]:
-    """TileLang's pass configuration for the cluster program."""
+def pass_configs(cluster: str, schedule: str = "cooperative") -> dict[str, Any]:
+    """TileLang's pass configuration for the cluster program of ``cluster`` and ``schedule``."""
     configs: dict[str, Any] = {
         # every hazard between the warp groups is ordered by the pipeline's mbarriers and the named
         # barriers of the epilogue; TileLang's own pass would add a __syncthreads on each stage, which
         # the producer (still waiting for a stage) and the consumers (waiting for data) would deadlock on
         "tl.disable_thread_storage_sync": True,
     }
-    if cluster == "k2":
-        # the partner's partial sums land in the reduction buffer while this block may still be in
-        # its main loop: TileLang must not lay that buffer over the stages, dead by then in program order
+    if cluster == "k2" or schedule == "pingpong":
+        # k2: the partner's partial sums land in the reduction buffer while this block may still be
+        # in its main loop: TileLang must not lay that buffer over the stages, dead by then in program
+        # order. Ping-pong: each consumer group's staging tile is written in its own branch, so
+        # TileLang laid the two at one offset (both at byte 131072 of a 128x128x64 four-stage
+        # kernel's shared memory), and one group's epilogue overwrote the other's tile while its TMA
+        # store read it: wrong at K of 128 and 256 on an H200 (relative errors 0.17-0.66, 2026-12-03,
+        # scripts/cluster_probe.py set=short_k), where a tile's main loop is shorter than the
+        # other group's epilogue; right at K 512 and more, where the epilogues did not meet.
         configs["tl.disable_shared_memory_reuse"] = True
     return configs
 

@@ -96,6 +96,10 @@ CASES = {
     "m2_pingpong_smem": ((8192, 2048, 1000, "float16", "nn"),
                          dict(cluster="m2", persistent=True, schedule="pingpong", block_m=64, block_n=256,
                               epilogue="smem", num_stages=3)),
+    # K of four tiles: one group's epilogue meets the other's (their staging tiles must be apart)
+    "n2_pingpong_short_k": ((8192, 8192, 256, "bfloat16", "nt"),
+                            dict(cluster="n2", persistent=True, schedule="pingpong", block_m=128, block_n=128,
+                                 epilogue="smem", panel_size=4)),
     # K split between the pair, block 1's partial sums reduced into block 0 through shared memory;
     # an odd number of K tiles (block 0 takes the extra one)
     "k2_long_k": ((1024, 1024, 14336, "float16", "nn"), dict(cluster="k2", block_n=128)),
@@ -143,6 +147,10 @@ def test_the_cluster_program_builds_for_sm90a_with_its_protocol():
         assert src.count("tl::cluster_sync();") == 3 and src.rstrip().endswith("tl::cluster_sync();\n}"), name
         # no block-wide barrier the producer (waiting on a stage) and consumers could deadlock on
         assert "__syncthreads" not in src, name
+        if owners == 2 and c.config["epilogue"] == "smem":
+            # each group stages its tile in its own shared memory (TileLang laid them at one offset)
+            offsets = re.findall(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\);", src)
+            assert len(offsets) == 4 and len({at for _, at in offsets}) == 4, (name, offsets)
     src = OP.build(OP.problem(**candidate("n2_nn_bf16_smem").problem), candidate("n2_nn_bf16_smem").config,
                    H100).get_kernel_source()
     assert "warpgroup_reg_dealloc<40>" in src and "warpgroup_reg_alloc<232>" in src

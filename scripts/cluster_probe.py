@@ -10,7 +10,13 @@ another. Prints each variant's median ratio to ``torch.matmul`` with the quartil
 per-round ratios, and writes ``cluster_probe.json`` under ``out``. A probe of the program, not a
 result of the search.
 
-usage: python scripts/cluster_probe.py out=$OUT [rounds=200] [waits=tl,test]
+``set=short_k``: where K is a few tiles deep, the problems whose time is as much C's stores as the
+MMAs, the persistent programs at one base tile and its neighbours: the template under TileLang's
+warp specializations, the cluster program paired either way, cooperative and ping-pong. At
+8192x8192x256 a search's clustered persistent kernel was 4.6% ahead of the template's of the same
+tile (H200, 2026-11-26); this asks how far that holds in K and across shapes.
+
+usage: python scripts/cluster_probe.py out=$OUT [rounds=200] [waits=tl,test] [set=short_k]
 """
 
 from __future__ import annotations
@@ -47,6 +53,28 @@ VARIANTS = [  # (label, knobs over the template's tile); a variant the space for
                               "epilogue": "direct", "warp_policy": "full_row"}),
     ("m2 persistent", {"cluster": "m2", "persistent": True}),
 ]
+
+# set=short_k: (problem, base tile); every variant below is persistent at that base
+SHORT_K_TILE = dict(block_m=128, block_n=128, block_k=64, num_stages=4, threads=256, epilogue="smem", panel_size=4,
+                    warp_policy="full_row", persistent=True)
+SHORT_K_PROBLEMS = [(dict(m=m, n=n, k=k, dtype=dtype, layout=layout), SHORT_K_TILE) for m, n, k, dtype, layout in (
+    (8192, 8192, 256, "bfloat16", "nt"), (8192, 8192, 128, "float16", "nt"), (4096, 8192, 512, "bfloat16", "nt"),
+    (2048, 14336, 512, "float16", "nt"),
+    (16384, 4096, 256, "float16", "nn"), (8192, 8192, 1024, "bfloat16", "nt"), (4096, 4096, 2048, "bfloat16", "nt"))]
+SHORT_K_VARIANTS = [
+    ("template ws", {"cluster": "off"}),
+    ("template role", {"cluster": "off", "warp_specialize": "role_based"}),
+    ("template 128x256 s3 role", {"cluster": "off", "warp_specialize": "role_based", "block_n": 256,
+                                  "num_stages": 3}),
+    ("m2", {"cluster": "m2"}),
+    ("n2", {"cluster": "n2"}),
+    ("m2 pingpong", {"cluster": "m2", "schedule": "pingpong"}),
+    ("n2 pingpong", {"cluster": "n2", "schedule": "pingpong"}),
+    ("n2 128x256 s3", {"cluster": "n2", "block_n": 256, "num_stages": 3}),
+    ("m2 256x128 s3", {"cluster": "m2", "block_m": 256, "num_stages": 3}),
+    ("n2 s3", {"cluster": "n2", "num_stages": 3}),
+]
+SETS = {"cluster": (PROBLEMS, VARIANTS), "short_k": (SHORT_K_PROBLEMS, SHORT_K_VARIANTS)}
 
 
 # ``waits=tl,test``: the cluster program's stage-barrier waits rewritten in its generated CUDA (a
@@ -95,6 +123,7 @@ def main(argv: list[str]) -> int:
     out = Path(opts.get("out") or os.environ.get("OUT") or "cluster-probe-out")
     out.mkdir(parents=True, exist_ok=True)
     n_rounds = int(opts.get("rounds", 200))
+    problems, variants = SETS[opts.get("set", "cluster")]
     import tilelang  # noqa: F401  (before tvm)
     import torch
 
@@ -111,20 +140,20 @@ def main(argv: list[str]) -> int:
 
     with LocalBuilder(workers=15, timeout=600) as builder:
         futures = [builder.submit(Candidate("gemm", prob, {**TILE, **tile, **knobs}, target))
-                   for prob, tile in PROBLEMS for _, knobs in VARIANTS
+                   for prob, tile in problems for _, knobs in variants
                    if op.space(op.problem(**prob), target).unmet({**TILE, **tile, **knobs}) is None]
         for future in futures:
             future.result()
     waits = [w for w in opts.get("waits", "").split(",") if w]
     report = []
-    for prob, tile in PROBLEMS:
+    for prob, tile in problems:
         problem = op.problem(**prob)
         gen = torch.Generator(device="cuda")
         gen.manual_seed(1)
         inputs = op.make_inputs(problem, torch.device("cuda"), gen)
         references = op.reference(problem, inputs)
         fns, labels, rows = [], [], []
-        for label, knobs in VARIANTS:
+        for label, knobs in variants:
             config = {**TILE, **tile, **knobs}
             why = op.space(problem, target).unmet(config)
             if why:

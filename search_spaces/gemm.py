@@ -38,7 +38,8 @@ compiles the same kernel as before they existed):
   through shared memory (split-K without a second kernel). A program of its own, with its producer and
   consumer warp groups and its barriers written out (:mod:`search_spaces.gemm_cluster` says why);
   with ``persistent`` its producer loads the next tile while the consumers store this one.
-  Not searched by default (:data:`SEARCH_CLUSTER`).
+  Offered where K is short and the tiles many (:func:`short_k_clusters`), with ``schedule``
+  (cooperative or ping-pong); elsewhere not searched by default (:data:`SEARCH_CLUSTER`).
 - ``stream_k``: 1 (off), or a persistent program whose last, partial wave of tiles is spread
   over every SM in K, at most ``stream_k`` blocks to a tile, and fixed up inside the kernel
   (:mod:`search_spaces.gemm_stream_k` says why and how): for sizes whose tiles fill a few waves
@@ -89,6 +90,14 @@ SEARCH_COLUMN_RASTER = False
 # still add a feature column, and with it reshuffle the cost model's column sampling on every
 # recorded dataset.
 SEARCH_CLUSTER = os.environ.get("TILESEARCH_CLUSTER") == "1"
+# Where K is short and the tiles fill SMs a few times over, the space offers it all the same
+# (pairs, cooperative or ping-pong; :func:`short_k_clusters`). There a tile's main loop is a few
+# K steps and its stores of C as long, and the cluster program's persistent loop loads the next
+# tile while the consumers store this one. On an H200 (2026-12-03, scripts/cluster_probe.py
+# set=short_k, RESULTS.md) its best of eight variants around one persistent tile was 2-9% ahead of
+# the template's best of three at K = 128, 256, 512 and 1024 (six shapes, both layouts and dtypes)
+# and 2% behind at K = 2048.
+CLUSTER_MAX_K = 1024
 # Whether the search turns ``stream_k``: not until it is measured beside the template
 # (TILESEARCH_STREAM_K=1 offers it); while off the knob is not in the space, as with ``cluster``.
 SEARCH_STREAM_K = os.environ.get("TILESEARCH_STREAM_K") == "1"
@@ -113,6 +122,16 @@ WAVE_SWAP_MAX_M = 4096
 # swapped tiles went from 37.7 to 21.7 us at n=k=4096 as they rose from 1.7 to 6.6 MB), so small
 # problems may pipeline as deep as shared memory holds; cuBLAS runs 11 to 16 stages there.
 MAX_STAGES, MAX_STAGES_SMALL_M = 5, 12
+
+
+def short_k_clusters(problem: Mapping[str, Any], target: Target) -> bool:
+    """Whether the space offers the cluster program where :data:`SEARCH_CLUSTER` is off: K at
+    most :data:`CLUSTER_MAX_K`, A's and B's rows aligned for its TMA loads, and at least two of the
+    largest tiles (128 x 256) per SM, so that its persistent loop has a next tile to load while it
+    stores one."""
+    m, n = problem["m"], problem["n"]
+    fewest_tiles = min(math.ceil(m / 128) * math.ceil(n / 256), math.ceil(m / 256) * math.ceil(n / 128))
+    return problem["k"] <= CLUSTER_MAX_K and operands_tma(problem) and fewest_tiles >= 2 * target.num_sms
 
 
 def swap_heights(m: int) -> tuple[int, ...]:
@@ -447,6 +466,8 @@ class GemmOp(Operator):
         ]
         if SEARCH_CLUSTER:
             knobs += [Categorical("cluster", CLUSTERS), Categorical("schedule", SCHEDULES)]
+        elif short_k_clusters(problem, target):  # (k2 splits the K of tiles that leave SMs idle: none here)
+            knobs += [Categorical("cluster", CLUSTERS[:3]), Categorical("schedule", SCHEDULES)]
         if SEARCH_STREAM_K:
             knobs.append(Categorical("stream_k", STREAM_K if most_tiles > sms else STREAM_K[:1]))
         # the constraints are functions of the problem and the target alone: listed once a process

@@ -401,6 +401,10 @@ def rivals(config: Mapping[str, Any]) -> list[Config]:
         # program at their best tile (where, at short K, probes then found it 1-6% ahead)
         program = {"tma": True, "warp_specialize": "on"} if c["cluster"] == "off" else {}
         found += [{**c, **program, "cluster": other} for other in CLUSTERS if other != c["cluster"]]
+        if c["cluster"] != "off" and "schedule" in c:
+            # at K of 512 and 1024 ping-pong was 4-7% ahead of cooperative at the same tile, at 2048
+            # 2% behind (H200, scripts/cluster_probe.py set=short_k)
+            found.append({**c, "schedule": "pingpong" if c["schedule"] == "cooperative" else "cooperative"})
     if not c.get("swap_ab", False) and c["block_m"] != c["block_n"]:
         flipped = {**c, "block_m": c["block_n"], "block_n": c["block_m"]}
         found.append(flipped)

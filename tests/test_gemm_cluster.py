@@ -31,6 +31,26 @@ def test_the_knob_stays_out_of_the_space_until_it_is_searched():
     assert "cluster" not in DEFAULTS
 
 
+@pytest.mark.skipif(os.environ.get("TILESEARCH_CLUSTER") == "1", reason="TILESEARCH_CLUSTER=1 offers it everywhere")
+def test_the_knob_is_offered_where_k_is_short_and_the_tiles_fill_the_sms_twice():
+    def offered(m, n, k, **problem):
+        space = OP.space(OP.problem(m=m, n=n, k=k, **problem), H100)
+        return "cluster" in space.names and space["cluster"].values()
+
+    assert offered(8192, 8192, 256) == ("off", "m2", "n2")  # no k2: it splits tiles that leave SMs idle
+    assert offered(2048, 14336, 512, dtype="bfloat16", layout="nt") and offered(8192, 8192, 1024)
+    assert not offered(8192, 8192, 2048)  # past CLUSTER_MAX_K the template was ahead
+    assert not offered(1024, 1024, 1024)  # 32 of the largest tiles: no next tile to load while storing
+    assert not offered(4097, 4095, 129)  # rows of A are not 16-byte aligned for its TMA loads
+    space = OP.space(OP.problem(m=8192, n=8192, k=256), H100)
+    assert space["schedule"].values() == ("cooperative", "pingpong")
+    assert space.why_invalid({**BASE, "block_n": 128, "persistent": True, "cluster": "n2",
+                              "schedule": "pingpong"}) is None
+    # a clustered best's rivals take the other schedule at its tile
+    best = {**BASE, "block_n": 128, "persistent": True, "cluster": "n2", "schedule": "cooperative"}
+    assert {**best, "schedule": "pingpong"} in OP.rivals(OP.problem(m=8192, n=8192, k=256), best)
+
+
 def test_constraints_say_why_a_cluster_configuration_is_invalid():
     square = dict(m=4096, n=4096, k=4096)
     assert why(square, cluster="m2") is None and why(square, cluster="n2") is None

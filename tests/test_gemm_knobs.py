@@ -89,11 +89,11 @@ def test_rasterization_panels_are_pruned_where_the_tiles_make_one_row():
 def test_column_raster_is_searched_only_when_asked_and_pruned_where_it_cannot_change_the_order(monkeypatch):
     import search_spaces.gemm as gemm
 
-    assert space_of(8192, 4096, 1024)["raster"].values() == ("row",)  # not searched by default
+    assert space_of(8192, 4096, 2048)["raster"].values() == ("row",)  # not searched by default
     monkeypatch.setattr(gemm, "SEARCH_COLUMN_RASTER", True)
     assert space_of(16, 4096, 4096)["raster"].values() == ("row",)
     assert space_of(4096, 64, 4096)["raster"].values() == ("row",)
-    big = space_of(8192, 4096, 1024)
+    big = space_of(8192, 4096, 2048)
     assert big["raster"].values() == ("row", "column")
     assert big.why_invalid(config(raster="column")) is None
     assert big.why_invalid(config(raster="column", panel_size=0)).startswith("raster: panel_size=0")

@@ -363,10 +363,17 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
             return f"persistent: {tiles} tiles fit in one wave over {sms} SMs"
         return None
 
+    short_k = short_k_clusters(problem, target)
+
     def pairs(c: Mapping[str, Any]) -> str | None:
         cluster = c.get("cluster", "off")
         if cluster == "off":
             return None
+        # where K is short the program's gain is its persistent loop storing one tile through
+        # shared memory while it loads the next: in an H200 search at 8192x8192x256 (2026-12-03)
+        # its other kernels were 0.29-0.60x cuBLAS, and a third of the space, they took 14 of 40 trials
+        if short_k and not (c.get("persistent", False) and c.get("epilogue", "direct") == "smem"):
+            return "cluster: where K is short only the persistent program with the smem epilogue is worth compiling"
         if cluster == "k2":
             if c.get("persistent", False):
                 return "cluster: k2 reduces one tile per pair of blocks (no persistent loop)"

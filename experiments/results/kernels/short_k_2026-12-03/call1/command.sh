@@ -1,0 +1,1 @@
+source scripts/gpu-host.sh && git log -1 --format=%h > $OUT/commit.txt && git diff > $OUT/diff.patch; nvidia-smi > $OUT/host.txt; TILESEARCH_CLUSTER=1 timeout 540 python scripts/cluster_probe.py out=$OUT set=short_k rounds=100 > $OUT/probe.log 2>&1

@@ -402,8 +402,9 @@ def rivals(config: Mapping[str, Any]) -> list[Config]:
         program = {"tma": True, "warp_specialize": "on"} if c["cluster"] == "off" else {}
         found += [{**c, **program, "cluster": other} for other in CLUSTERS if other != c["cluster"]]
         if c["cluster"] != "off" and "schedule" in c:
-            # at K of 512 and 1024 ping-pong was 4-7% ahead of cooperative at the same tile, at 2048
-            # 2% behind (H200, scripts/cluster_probe.py set=short_k)
+            # at K of 512 and 1024 ping-pong was 6-8% ahead of cooperative at the same tile (m2 and
+            # n2), at 2048 2-3% (H200, scripts/cluster_probe.py set=short_k); at 128 and 256 it
+            # had not been timed correct then
             found.append({**c, "schedule": "pingpong" if c["schedule"] == "cooperative" else "cooperative"})
     if not c.get("swap_ab", False) and c["block_m"] != c["block_n"]:
         flipped = {**c, "block_m": c["block_n"], "block_n": c["block_m"]}

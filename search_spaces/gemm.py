@@ -124,14 +124,19 @@ WAVE_SWAP_MAX_M = 4096
 MAX_STAGES, MAX_STAGES_SMALL_M = 5, 12
 
 
+def fewest_tiles(m: int, n: int) -> int:
+    """Output tiles of the largest tiles the register limit allows, 128 x 256 or 256 x 128 (two
+    warp groups), whichever makes fewer."""
+    return min(math.ceil(m / 128) * math.ceil(n / 256), math.ceil(m / 256) * math.ceil(n / 128))
+
+
 def short_k_clusters(problem: Mapping[str, Any], target: Target) -> bool:
     """Whether the space offers the cluster program where :data:`SEARCH_CLUSTER` is off: K at
     most :data:`CLUSTER_MAX_K`, A's and B's rows aligned for its TMA loads, and at least two of the
-    largest tiles (128 x 256) per SM, so that its persistent loop has a next tile to load while it
-    stores one."""
-    m, n = problem["m"], problem["n"]
-    fewest_tiles = min(math.ceil(m / 128) * math.ceil(n / 256), math.ceil(m / 256) * math.ceil(n / 128))
-    return problem["k"] <= CLUSTER_MAX_K and operands_tma(problem) and fewest_tiles >= 2 * target.num_sms
+    largest tiles per SM (:func:`fewest_tiles`), so that its persistent loop has a next tile to
+    load while it stores one."""
+    return (problem["k"] <= CLUSTER_MAX_K and operands_tma(problem)
+            and fewest_tiles(problem["m"], problem["n"]) >= 2 * target.num_sms)
 
 
 def swap_heights(m: int) -> tuple[int, ...]:
@@ -450,10 +455,8 @@ class GemmOp(Operator):
         # keep the space they were recorded in)
         small, mid = m <= SWAP_AB_MAX_M, SWAP_AB_MAX_M < m <= WAVE_SWAP_MAX_M and m % 256 != 0
         heights = swap_heights(m) if mid else ()
-        # the largest tiles the register limit allows are 128 x 256 and 256 x 128 (two warp groups)
-        fewest_tiles = min(math.ceil(m / 128) * math.ceil(n / 256), math.ceil(m / 256) * math.ceil(n / 128))
         most_tiles = math.ceil(m / (16 if small else MMA_ROWS)) * math.ceil(n / 64)
-        most_splits = min(16, math.ceil(k / 32) // MIN_K_TILES_PER_SPLIT) if fewest_tiles < sms else 1
+        most_splits = min(16, math.ceil(k / 32) // MIN_K_TILES_PER_SPLIT) if fewest_tiles(m, n) < sms else 1
         knobs = [
             (Categorical("block_m", tuple(sorted({64, 128, 256, *heights}))) if heights
              else PowerOfTwo("block_m", 16 if small else MMA_ROWS, 256)),

@@ -98,6 +98,8 @@ def cluster_gemm_program(
     persistent: bool = False,
     schedule: str = "cooperative",
     num_sms: int = 132,
+    out_dtype: str | None = None,
+    b_k: int | None = None,
 ) -> Any:
     """The program of one configuration; ``m`` a size or a TIR variable (M at run time).
     ``threads`` counts consumer threads, as with TileLang's warp specialization; the launch adds
@@ -113,7 +115,13 @@ def cluster_gemm_program(
     runs while the other stores; two named barriers hand the main loop from one to the other).
 
     ``cluster="k2"``: both blocks of a pair compute one tile, block 0 over the first half of the
-    K tiles (the larger, for an odd count) and block 1 over the rest; no persistent loop."""
+    K tiles (the larger, for an odd count) and block 1 over the rest; no persistent loop.
+
+    ``out_dtype``: C's dtype (default ``dtype``; float32 keeps the accumulators' precision).
+    ``b_k``: B's extent along K where it is shorter than A's: B's K tiles then repeat, so the
+    product is ``sum_r A[:, r*b_k' : (r+1)*b_k'] @ B`` with ``b_k'`` the K tiles ``b_k`` spans
+    (``k`` a whole number of them). For einsum-sum's ``hi @ K^T + lo @ K^T`` as one GEMM over
+    ``[hi | lo]`` without a second copy of K."""
     import tilelang.language as T
 
     from search_spaces.gemm import gemm_warp_policy, rasterized
@@ -121,12 +129,16 @@ def cluster_gemm_program(
     assert cluster in CLUSTERS[1:], cluster
     policy = gemm_warp_policy(warp_policy)
     transpose_b = layout == "nt"
-    b_shape = (n, k) if transpose_b else (k, n)
+    out_dtype = out_dtype or dtype
+    b_k = b_k or k
+    b_shape = (n, b_k) if transpose_b else (b_k, n)
     b_tile = (block_n, block_k) if transpose_b else (block_k, block_n)
     static_m = isinstance(m, int)
     tiles_m = math.ceil(m / block_m) if static_m else T.ceildiv(m, block_m)
     tiles_n = math.ceil(n / block_n)
     k_iters = math.ceil(k / block_k)
+    b_iters = math.ceil(b_k / block_k)  # B's own K tiles; A's walk takes them k_iters / b_iters times
+    assert k_iters % b_iters == 0, "A's K tiles are a whole number of B's"
     consumers = threads // 128
     along_m, split = cluster == "m2", cluster == "k2"
     # the grid of pairs: whole pairs along the shared axis (k2: a pair is one tile)
@@ -195,12 +207,13 @@ def cluster_gemm_program(
             g = base + i
             s = g % num_stages
             ko = first + i
+            kb = ko % b_iters if b_iters < k_iters else ko
             T.call_extern("handle", "ts_spin_wait", empty[s], ((g // num_stages) % 2) ^ 1)
             a_src = A[tm * block_m:(tm + 1) * block_m, ko * block_k:(ko + 1) * block_k]
             if transpose_b:
-                b_src = B[tn * block_n:(tn + 1) * block_n, ko * block_k:(ko + 1) * block_k]
+                b_src = B[tn * block_n:(tn + 1) * block_n, kb * block_k:(kb + 1) * block_k]
             else:
-                b_src = B[ko * block_k:(ko + 1) * block_k, tn * block_n:(tn + 1) * block_n]
+                b_src = B[kb * block_k:(kb + 1) * block_k, tn * block_n:(tn + 1) * block_n]
             if split:
                 T.tma_copy(a_src, a_s[s, :, :], barrier=full[s])
                 T.tma_copy(b_src, b_s[s, :, :], barrier=full[s])
@@ -255,7 +268,7 @@ def cluster_gemm_program(
     def buffers():
         a_s = T.alloc_shared((num_stages, block_m, block_k), dtype)
         b_s = T.alloc_shared((num_stages,) + b_tile, dtype)
-        c_s = [T.alloc_shared((block_m, block_n), dtype) if smem_out else None for _ in range(tile_groups)]
+        c_s = [T.alloc_shared((block_m, block_n), out_dtype) if smem_out else None for _ in range(tile_groups)]
         acc = [T.alloc_fragment((block_m, block_n), "float32") for _ in range(tile_groups)]
         full = T.alloc_barrier([128] * num_stages)
         if split:  # a lane of each consumer warp; the reduction's copy arrives once with its bytes
@@ -278,7 +291,7 @@ def cluster_gemm_program(
         def gemm_cluster_persistent(
             A: T.Tensor((m, k), dtype),
             B: T.Tensor(b_shape, dtype),
-            C: T.Tensor((m, n), dtype),
+            C: T.Tensor((m, n), out_dtype),
         ):
             with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as bx:
                 T.import_source(SPIN_WAIT)
@@ -311,7 +324,7 @@ def cluster_gemm_program(
     def gemm_cluster(
         A: T.Tensor((m, k), dtype),
         B: T.Tensor(b_shape, dtype),
-        C: T.Tensor((m, n), dtype),
+        C: T.Tensor((m, n), out_dtype),
     ):
         with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as (bx, by):
             T.import_source(SPIN_WAIT)

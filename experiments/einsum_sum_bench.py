@@ -34,8 +34,19 @@ PROBLEMS = {
 # hand-picked starting points: the best kernel of the last H100 run (commit e28dbc7: fused
 # 64x64 k_split=2 async, 0.119 ms, 14.1x), then the knobs added after it: deeper Q prefetch
 # in fused's prologue (q_stages), more TMA stores in flight (store_buffers), reduce_stream
-# (Q summed once by its own kernel) and its specialized walk; one of each other algorithm
+# (Q summed once by its own kernel) and its specialized walk, reduce_cluster (the hi/lo products as
+# one GEMM of the GEMM's persistent cluster program: the tiles of the short-K GEMMs it won at,
+# those whose staging tiles fit with float32 S and those only with 16-bit S; a tile the problem's
+# space forbids is left out); one of each other algorithm
 FIRST = (
+    *(dict(algorithm="reduce_cluster", block_d=64, threads=256, **tile) for tile in (
+        dict(block_t=128, block_k=128, num_stages=3, cluster="n2", schedule="pingpong"),
+        dict(block_t=128, block_k=128, num_stages=3, cluster="m2", schedule="pingpong"),
+        dict(block_t=64, block_k=128, num_stages=4, cluster="n2", schedule="pingpong"),
+        dict(block_t=128, block_k=128, num_stages=4, cluster="n2", schedule="cooperative"),
+        dict(block_t=64, block_k=256, num_stages=4, cluster="n2", schedule="pingpong"),
+        dict(block_t=64, block_k=256, num_stages=4, cluster="m2", schedule="pingpong"),
+        dict(block_t=128, block_k=256, num_stages=3, cluster="n2", schedule="cooperative"))),
     dict(algorithm="fused", block_t=64, block_k=64, num_stages=3, threads=128, k_split=2, epilogue="async"),
     dict(algorithm="fused", block_t=64, block_k=64, num_stages=2, threads=128, k_split=1, epilogue="async", q_stages=4, store_buffers=4),
     dict(algorithm="fused", block_t=64, block_k=64, num_stages=2, threads=128, k_split=2, epilogue="async", q_stages=4, store_buffers=4),

@@ -22,6 +22,9 @@ Three algorithms behind the ``algorithm`` knob, searched in one space:
 - ``reduce_stream``: reduce_first's reduce kernel, then fused's walk over K tiles with hi/lo
   loaded from the workspace: Q is read once in all (fused reads it once per split of k), and
   the walk's prologue is a short load instead of a sum over h.
+- ``reduce_cluster``: reduce_first's products as one GEMM of the GEMM operator's persistent
+  cluster program, whose consumer warp groups take turns storing tiles of S
+  (:mod:`search_spaces.einsum_sum_cluster`).
 
 Knobs that an algorithm does not use are pinned to their first value by constraints ("irrelevant
 for algorithm ..."), so the space enumerates each distinct kernel once.
@@ -35,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from search_spaces import einsum_sum_cluster as cluster
 from search_spaces.einsum_sum_specialized import PASS_CONFIGS as SPECIALIZED_PASS_CONFIGS
 from search_spaces.einsum_sum_specialized import stream_specialized_program
 from tilesearch.composite import Composite, Launch, Workspace
@@ -44,9 +48,9 @@ from tilesearch.target import Target
 
 DTYPES = ("bfloat16", "float16")
 OUT_DTYPES = ("float32", "bfloat16", "float16")
-ALGORITHMS = ("direct", "reduce_first", "fused", "reduce_stream")
+ALGORITHMS = ("direct", "reduce_first", "fused", "reduce_stream", "reduce_cluster")
 WALKS_K = ("fused", "reduce_stream")  # kernels whose main loop walks K tiles, writing S as it goes
-TWO_KERNELS = {"reduce_first", "reduce_stream"}  # a reduce kernel first, writing hi/lo
+TWO_KERNELS = {"reduce_first", "reduce_stream", "reduce_cluster"}  # a reduce kernel first, writing hi/lo
 # how a tile of S leaves the registers: straight to global memory; staged in shared memory and
 # written by one bulk copy (TMA on sm_90 where S's rows are 16-byte aligned); or (WALKS_K only)
 # through two shared buffers whose TMA stores overlap the next tile's arithmetic; or
@@ -59,6 +63,14 @@ EPILOGUES = ("fragment", "shared", "async", "specialized")
 # for bfloat16 S at t=k=8192 (0.0688 ms against the async fused walk's 0.0888 ms, re-timed
 # together; for float32 S 3% behind it). A switch, so the knob's ablation can leave it out.
 SEARCH_SPECIALIZED = os.environ.get("TILESEARCH_SPECIALIZED", "1") == "1"
+# Whether the search offers reduce_cluster: off. Correct against float64 on an H200 (2026-12-04,
+# tests/test_einsum_sum_cluster.py), but in experiments/einsum_sum_bench.py at t=k=8192 its best was
+# 13% behind the specialized walk for bfloat16 S (0.0782 against 0.0681 ms, re-timed together) and
+# 12% behind the fused walk for float32 S (0.1128 against 0.1002 ms): a GEMM reloads hi/lo for every
+# tile of S, where the walks keep a block's hi/lo in shared memory and stream only K's tiles.
+# TILESEARCH_REDUCE_CLUSTER=1 offers it (with its two knobs, which are out of the space otherwise,
+# so records and datasets keep their keys).
+SEARCH_REDUCE_CLUSTER = os.environ.get("TILESEARCH_REDUCE_CLUSTER") == "1"
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers; more spills on sm_90
 D_ALIGN = 32  # d is padded (with zeros) to a multiple of this inside the kernels
 REDUCE_ROWS = 32  # query rows per block of the reduce kernel of reduce_first
@@ -71,6 +83,7 @@ USES = {
     "reduce_first": {"block_t", "block_k", "block_d", "num_stages", "threads", "epilogue"},
     "fused": {"block_t", "block_k", "num_stages", "threads", "k_split", "epilogue", "q_stages", "store_buffers"},
     "reduce_stream": {"block_t", "block_k", "num_stages", "threads", "k_split", "epilogue", "store_buffers"},
+    "reduce_cluster": {"block_t", "block_k", "block_d", "num_stages", "threads", "cluster", "schedule"},
 }
 
 ACCUMULATION_FLOOR = 5e-6  # relative error allowed any float32-accumulated result
@@ -84,7 +97,7 @@ def padded_d(d: int) -> int:
 
 def knobs() -> list[Any]:
     return [
-        Categorical("algorithm", ALGORITHMS),
+        Categorical("algorithm", ALGORITHMS if SEARCH_REDUCE_CLUSTER else ALGORITHMS[:-1]),
         PowerOfTwo("block_t", 64, 256),
         PowerOfTwo("block_k", 64, 256),
         PowerOfTwo("block_d", 32, 128),
@@ -96,7 +109,10 @@ def knobs() -> list[Any]:
         IntRange("q_stages", 2, 4),
         # WALKS_K, async epilogue: shared S buffers, i.e. TMA stores in flight per block
         IntRange("store_buffers", 2, 4),
-    ]
+    ] + ([  # reduce_cluster: the pair of blocks' shared operand and the consumer groups' schedule
+        Categorical("cluster", cluster.CLUSTERS),
+        Categorical("schedule", cluster.SCHEDULES),
+    ] if SEARCH_REDUCE_CLUSTER else [])
 
 
 def s_element_bytes(out_dtype: str) -> int:
@@ -110,6 +126,8 @@ def smem_bytes(config: Mapping[str, Any], d: int, out_dtype: str = "float32") ->
     h, share space with what its main loop uses (hi, lo, the K stages and the S tiles); the other
     kernels stage S after their loop, in the operands' space."""
     c = config
+    if c["algorithm"] == "reduce_cluster":
+        return cluster.smem_bytes(c, s_element_bytes(out_dtype))
     if c["epilogue"] == "specialized":  # nothing laid over anything else (shared-memory reuse off)
         dp = padded_d(d)
         return (2 * (2 * c["block_t"] * dp + c["num_stages"] * c["block_k"] * dp)
@@ -141,6 +159,8 @@ def pipelined_steps(problem: Problem, config: Mapping[str, Any]) -> int:
     if c["algorithm"] in WALKS_K:
         k_tiles = -(-problem["k"] // c["block_k"])
         return -(-k_tiles // min(c["k_split"], k_tiles))
+    if c["algorithm"] == "reduce_cluster":  # hi's d steps, then lo's
+        return 2 * -(-padded_d(problem["d"]) // c["block_d"])
     d_steps = -(-problem["d"] // c["block_d"])
     return problem["h"] * d_steps if c["algorithm"] == "direct" else d_steps
 
@@ -153,8 +173,8 @@ def constraints(problem: Problem, target: Target) -> list[Any]:
 
     def irrelevant(c: Mapping[str, Any]) -> str | None:
         used = USES[c["algorithm"]]
-        for name, value in first.items():
-            if name != "algorithm" and name not in used and c[name] != value:
+        for name, value in first.items():  # a record from before a knob existed has it at its default
+            if name != "algorithm" and name not in used and c.get(name, value) != value:
                 return f"irrelevant for algorithm {c['algorithm']}: {name} is pinned to {value}"
         return None
 
@@ -215,8 +235,12 @@ def constraints(problem: Problem, target: Target) -> list[Any]:
             return f"epilogue: the specialized walk loads K by TMA, which needs its rows ({problem['d'] * 2} B) 16-byte aligned"
         return None
 
+    def clustered(c: Mapping[str, Any]) -> str | None:
+        return cluster.why_invalid(problem, c, dp) if c["algorithm"] == "reduce_cluster" else None
+
     def registers(c: Mapping[str, Any]) -> str | None:
-        owners = 128 if c["epilogue"] == "specialized" else c["threads"]  # threads holding a tile of S
+        pingpong = c["algorithm"] == "reduce_cluster" and c["schedule"] == "pingpong"
+        owners = 128 if c["epilogue"] == "specialized" or pingpong else c["threads"]  # threads holding a tile of S
         acc = c["block_t"] * c["block_k"] // owners
         if acc > MAX_ACCUMULATORS_PER_THREAD:
             return f"registers: {acc} float32 accumulators per thread > {MAX_ACCUMULATORS_PER_THREAD}"
@@ -224,7 +248,8 @@ def constraints(problem: Problem, target: Target) -> list[Any]:
             return f"registers: {c['block_t'] * dp // c['threads']} float32 sums of Q per thread > {MAX_ACCUMULATORS_PER_THREAD}"
         return None
 
-    return [irrelevant, oversized, d_tile, k_tiles, overlapped_stores, specialized, stages, shared_memory, registers]
+    return [irrelevant, oversized, d_tile, k_tiles, overlapped_stores, specialized, clustered, stages, shared_memory,
+            registers]
 
 
 class EinsumSumOp(Operator):
@@ -240,6 +265,9 @@ class EinsumSumOp(Operator):
         Param("dtype", str, default="bfloat16", choices=DTYPES),
         Param("out_dtype", str, default="float32", choices=OUT_DTYPES, help="float32, or the input dtype"),
     )
+    # reduce_cluster's knobs: a configuration without them is a kernel of another algorithm, for
+    # which they are pinned to these values
+    defaults = {"cluster": cluster.CLUSTERS[0], "schedule": cluster.SCHEDULES[0]} if SEARCH_REDUCE_CLUSTER else {}
     examples = (
         dict(t=1024, k=1024, h=4, d=128),
         dict(t=130, k=67, h=5, d=40, dtype="float16", out_dtype="float16"),
@@ -263,6 +291,9 @@ class EinsumSumOp(Operator):
         that runs after :func:`reduce_program` (see :meth:`build`)."""
         p, c = problem, config
         shape = (p["t"], p["k"], p["h"], p["d"], p["dtype"], p["out_dtype"])
+        if c["algorithm"] == "reduce_cluster":
+            return cluster.gemm_program(*shape[:2], p["d"], p["dtype"], p["out_dtype"], padded_d(p["d"]), c,
+                                        target.num_sms)
         if c.get("epilogue") == "specialized":
             return stream_specialized_program(*shape, block_t=c["block_t"], block_k=c["block_k"],
                                               num_stages=c["num_stages"], k_split=c["k_split"], dp=padded_d(p["d"]))
@@ -287,6 +318,10 @@ class EinsumSumOp(Operator):
 
         Without it, both loops run as plain cp.async software pipelines.
         """
+        if config["algorithm"] == "reduce_cluster":
+            from search_spaces.gemm_cluster import pass_configs
+
+            return pass_configs(config["cluster"], config["schedule"])
         if config.get("epilogue") == "specialized":  # its warp groups are written out
             return dict(SPECIALIZED_PASS_CONFIGS)
         unaligned_k = problem["d"] * 2 % 16 != 0
@@ -306,8 +341,15 @@ class EinsumSumOp(Operator):
         p = problem
         if config["algorithm"] not in TWO_KERNELS:
             return _compile(self.program(problem, config, target), target, self.pass_configs(problem, config))
-        reduce = _reduce_kernel(p["t"], p["h"], p["d"], p["dtype"], target)
         gemm = _compile(self.program(problem, config, target), target, self.pass_configs(problem, config))
+        if config["algorithm"] == "reduce_cluster":
+            return Composite(
+                [Launch(_reduce_kernel(p["t"], p["h"], p["d"], p["dtype"], target, joined=True), ("Q", "HiLo")),
+                 Launch(gemm, ("HiLo", "K", "S"))],
+                inputs=("Q", "K"), outputs=("S",),
+                workspaces=[Workspace("HiLo", (p["t"], 2 * padded_d(p["d"])), p["dtype"])],
+            )
+        reduce = _reduce_kernel(p["t"], p["h"], p["d"], p["dtype"], target)
         return reduce_then_gemm(reduce, gemm, rows=p["t"], cols=padded_d(p["d"]), dtype=p["dtype"])
 
     def make_inputs(self, problem: Problem, device: Any, generator: Any) -> tuple[Any, ...]:
@@ -383,7 +425,10 @@ def _compile(program: Any, target: Target, pass_configs: dict[str, Any]) -> Any:
 
 
 @functools.cache
-def _reduce_kernel(t: int, h: int, d: int, dtype: str, target: Target) -> Any:
+def _reduce_kernel(t: int, h: int, d: int, dtype: str, target: Target, joined: bool = False) -> Any:
+    if joined:  # hi and lo side by side (reduce_cluster)
+        program = cluster.joined_reduce_program(t, h, d, dtype, padded_d(d), REDUCE_ROWS, REDUCE_THREADS, REDUCE_STAGES)
+        return _compile(program, target, {})
     return _compile(reduce_program(t, h, d, dtype), target, {})
 
 

@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from search_spaces.einsum_sum import WALKS_K, padded_d, pipelined_steps, s_element_bytes, smem_bytes
+from search_spaces.einsum_sum import TWO_KERNELS, WALKS_K, padded_d, pipelined_steps, s_element_bytes, smem_bytes
 from search_spaces.gemm_model import (
     DRAM_BALANCE,
     KERNEL_SECONDS,
@@ -51,7 +51,7 @@ def _traffic(problem: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str,
     row_blocks = math.ceil(t / config["block_t"])
     k_tiles = math.ceil(k / config["block_k"])
     s_bytes, q_bytes, k_bytes = t * k * out, t * h * d * 2, k * d * 2
-    workspace = 2 * (2 * t * dp * 2) if algorithm in ("reduce_first", "reduce_stream") else 0  # hi and lo, written and read
+    workspace = 2 * (2 * t * dp * 2) if algorithm in TWO_KERNELS else 0  # hi and lo, written and read
     if algorithm in WALKS_K:
         split = min(config.get("k_split", 1), k_tiles)
         blocks = row_blocks * split
@@ -94,7 +94,10 @@ def features(problem: Mapping[str, Any], config: Mapping[str, Any], target: Targ
     tile_bytes = config["block_t"] * config["block_k"] * s_element_bytes(problem.get("out_dtype", "float32"))
     steps = pipelined_steps(problem, config) if config["algorithm"] in WALKS_K else 1  # tiles of S each block writes
     prologue = problem["h"] * padded_d(problem["d"]) * 2 if config["algorithm"] == "fused" else 0  # bytes of Q per row
-    in_flight = config.get("store_buffers", 2) if config.get("epilogue") == "async" else 1
+    if config["algorithm"] == "reduce_cluster":  # a tile per consumer group in a ping-pong
+        in_flight = 2 if config.get("schedule") == "pingpong" else 1
+    else:
+        in_flight = config.get("store_buffers", 2) if config.get("epilogue") == "async" else 1
     return {
         "log2_blocks": log2_feature(got["blocks"]),
         "waves": waves,

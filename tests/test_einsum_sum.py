@@ -73,7 +73,9 @@ def test_space_has_no_duplicate_kernels(op, params):
 @pytest.mark.parametrize("params", PROBLEMS[:4], ids=lambda p: "x".join(map(str, p.values())))
 def test_every_algorithm_has_kernels(op, params):
     space = op.space(op.problem(**params), SM90)
-    assert {c["algorithm"] for c in space.enumerate()} == set(es.ALGORITHMS)
+    aligned = params["d"] % 8 == 0 and params["k"] % 4 == 0  # reduce_cluster's TMA loads of K and stores of S
+    offered = set(es.ALGORITHMS) - (set() if es.SEARCH_REDUCE_CLUSTER and aligned else {"reduce_cluster"})
+    assert {c["algorithm"] for c in space.enumerate()} == offered
 
 
 def test_constraint_reasons(op):

@@ -1,0 +1,95 @@
+"""einsum-sum's ``reduce_cluster`` algorithm: reduce_first's hi/lo products as one GEMM of the GEMM
+operator's cluster program (:mod:`search_spaces.gemm_cluster`).
+
+Why: with Q summed over h, S is ``[hi | lo] @ K^T`` accumulated in float32, a GEMM with a
+reduction of only ``2 x padded d`` (256 at d=128), whose time is writing S. That is where the
+cluster program beat cuBLAS by 10% (8192x8192x256 bfloat16, RESULTS.md "Short K"): a persistent
+loop whose two consumer warp groups take every other tile (ping-pong), so one group stores its
+tile by TMA while the other computes, and a pair of blocks shares one operand by multicast.
+einsum-sum's own walks overlap the stores less (49-67% of the write floor, H200, 2026-11-26).
+
+- The reduce kernel writes hi and lo side by side, ``HiLo[t, 2 x dp]`` (:func:`joined_reduce_program`);
+- the GEMM reads ``HiLo`` as A and K as B, whose K tiles repeat for the lo half (``b_k=d``: no
+  second copy of K), and writes S in ``out_dtype`` from its float32 accumulators.
+
+The arithmetic is reduce_first's, so is its error (the same products, summed in another order).
+"""
+
+# no "from __future__ import annotations": TileLang reads the kernel signature's annotations as objects
+
+from collections.abc import Mapping
+from typing import Any
+
+# reduce_cluster's knobs of its own (pinned for the other algorithms): which operand a pair of
+# blocks shares, and how the two consumer warp groups split the work
+CLUSTERS = ("n2", "m2")
+SCHEDULES = ("pingpong", "cooperative")
+PANEL = 0  # row-major over the tiles: hi/lo and K (a few MB) stay in L2 whatever the order
+
+
+def joined_reduce_program(t: int, h: int, d: int, dtype: str, dp: int, rows: int, threads: int, stages: int) -> Any:
+    """reduce_first's reduce kernel, hi and lo written side by side in one ``[t, 2 x dp]``
+    workspace (the padding columns zeros), so that the GEMM reads them as one operand."""
+    import tilelang.language as T
+
+    from search_spaces.einsum_sum import macros
+
+    @T.prim_func
+    def einsum_sum_reduce_joined(
+        Q: T.Tensor((t, h, d), dtype),
+        HiLo: T.Tensor((t, 2 * dp), dtype),
+    ):
+        with T.Kernel(T.ceildiv(t, rows), threads=threads) as bx:
+            q_tile = T.alloc_shared((rows, dp), dtype)
+            total = T.alloc_fragment((rows, dp), "float32")
+            hi = T.alloc_fragment((rows, dp), dtype)
+            lo = T.alloc_fragment((rows, dp), dtype)
+            macros().sum_heads_split(Q, bx * rows, rows, dp, stages, q_tile, total, hi, lo)
+            T.copy(hi, HiLo[bx * rows, 0])
+            T.copy(lo, HiLo[bx * rows, dp])
+
+    return einsum_sum_reduce_joined
+
+
+def warp_policy(config: Mapping[str, Any]) -> str:
+    """Rows of warps where the tile is tall enough for every consumer warp group (64 rows each,
+    a wgmma's height), else columns."""
+    groups = 1 if config["schedule"] == "pingpong" else config["threads"] // 128
+    return "full_row" if config["block_t"] >= 64 * groups else "full_col"
+
+
+def gemm_program(t: int, k: int, d: int, dtype: str, out_dtype: str, dp: int, config: Mapping[str, Any],
+                 num_sms: int) -> Any:
+    """The second kernel: ``S = HiLo @ [K | K]^T`` by the persistent cluster program, ``config``'s
+    ``block_t x block_k`` tiles of S, ``block_d`` columns of the reduction per stage."""
+    from search_spaces.gemm_cluster import cluster_gemm_program
+
+    c = config
+    return cluster_gemm_program(
+        t, k, 2 * dp, dtype, "nt", cluster=c["cluster"], block_m=c["block_t"], block_n=c["block_k"],
+        block_k=c["block_d"], num_stages=c["num_stages"], threads=c["threads"], panel_size=PANEL,
+        warp_policy=warp_policy(c), epilogue="smem", persistent=True, schedule=c["schedule"],
+        num_sms=num_sms, out_dtype=out_dtype, b_k=d)
+
+
+def smem_bytes(config: Mapping[str, Any], out_bytes: int) -> int:
+    """The cluster program's shared memory: the stages, and a staging tile of S per warp group
+    that owns a tile, kept apart (:func:`search_spaces.gemm.smem_bytes`)."""
+    c = config
+    stages = c["num_stages"] * c["block_d"] * (c["block_t"] + c["block_k"]) * 2
+    owners = 2 if c["schedule"] == "pingpong" else 1
+    return stages + owners * c["block_t"] * c["block_k"] * out_bytes
+
+
+def why_invalid(problem: Mapping[str, Any], config: Mapping[str, Any], dp: int) -> str | None:
+    """Why ``config`` is no reduce_cluster kernel of ``problem`` (None if it is)."""
+    c = config
+    if problem["d"] * 2 % 16 or problem["k"] * (4 if problem["out_dtype"] == "float32" else 2) % 16:
+        return "algorithm: reduce_cluster loads K and stores S by TMA, which needs their rows 16-byte aligned"
+    if dp % c["block_d"]:
+        return f"block_d: reduce_cluster walks hi then lo, so block_d must divide the padded d={dp}"
+    if c["num_stages"] < 2:
+        return "num_stages: the cluster program's producer refills a stage only after it is released (2 or more)"
+    if c["schedule"] == "pingpong" and c["threads"] != 256:
+        return "schedule: ping-pong alternates two consumer warp groups (threads=256)"
+    return None

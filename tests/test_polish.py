@@ -147,3 +147,17 @@ def test_the_polish_compiles_ahead_while_the_last_search_trials_are_measured(mon
     assert len(submitted) == 24 + 3  # each trial's build, and the polish's three ahead of it
     ahead = submitted[submitted.index(polish[0]):]
     assert ahead[:3] == polish and ahead[3:] == polish  # before its trials (the best did not change)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_polish_is_compiled_ahead_again_when_a_last_search_result_is_a_new_best(monkeypatch, seed):
+    # whichever of the last search results turns out best, its polish's kernels are compiled
+    # before the polish's trials are launched: no trial of the polish waits for its compile
+    from tilesearch.builder import NullBuilder
+
+    submitted = []
+    submit = NullBuilder.submit
+    monkeypatch.setattr(NullBuilder, "submit", lambda self, c: (submitted.append(config_key(c.config)), submit(self, c))[1])
+    _, calls, _, _ = _tune(24, 3, seed=seed)
+    for key in (config_key(c) for c in calls[21:]):
+        assert submitted.count(key) == 2, (seed, key)  # ahead, then as the polish's trial

@@ -444,7 +444,11 @@ class _Loop:
         self.polish = min(settings.polish, self.budget // 8) if search.polished else 0
         self.polishing = False
         self.exhausted = False  # the strategy ran dry at the last fill
-        self.compiled_ahead = False  # the polish's kernels as the search ends (_compile_polish_ahead)
+        # the polish's kernels compiled as the search ends (_compile_polish_ahead): their keys, the
+        # best trial they were chosen for, and whether a correct result came in since (a new best?)
+        self.ahead: set[str] = set()
+        self.ahead_for: int | None = None
+        self.news = True
         self.claims = Claims(db)
         self.heartbeat = Heartbeat(db.storage)
         self.poll_s = float(min(settings.heartbeat or 1, 1))
@@ -569,7 +573,7 @@ class _Loop:
     def _polish_may_compile(self) -> bool:
         """Whether the polish's kernels may compile ahead now: every search trial launched, and
         as many compile workers idle as the polish has trials."""
-        if not self.polish or self.polishing or self.compiled_ahead or self.launched < self.budget - self.polish:
+        if not self.polish or self.polishing or not self.news or self.launched < self.budget - self.polish:
             return False
         compiling = sum(not future.done() for future in self.pending)
         return compiling + self.polish <= self.builder.workers
@@ -595,11 +599,20 @@ class _Loop:
         measured and the compile pool has room: the polish itself starts only once every search
         result is in, and its compiles then left the GPU idle (2.4 s at the end of README's main
         command on the H200). Not trials: kernels in the compile cache, which the polish's own
-        builds find if the best has not changed meanwhile. Ranked by the op's estimate alone, so
-        the strategy's model is not trained on a part of the results."""
-        self.compiled_ahead = True
+        builds find. Ranked by the op's estimate alone, so the strategy's model is not trained on
+        a part of the results. Done again for a new best among the last search results: in a
+        timeline of README's main command (H200, 2026-11-29) the best changed after the polish was
+        compiled ahead, and the runner then waited 1 s for the polish's own compiles."""
+        self.news = False
+        best = self.db.best(1)
+        if not best or best[0].number == self.ahead_for:
+            return
+        self.ahead_for = best[0].number
         for config in self._polish_configs(ranked=False)[:self.polish]:
-            self.builder.submit(self.candidate(config))
+            candidate = self.candidate(config)
+            if candidate.key not in self.ahead:
+                self.ahead.add(candidate.key)
+                self.builder.submit(candidate)
 
     def _polish_configs(self, ranked: bool) -> list[Any]:
         """The polish's configurations for the best trial recorded (see :meth:`_start_polish`),
@@ -722,6 +735,7 @@ class _Loop:
         with self.phases("database"):
             self.db.record(trial, build, run)
         self.measured += 1
+        self.news = self.news or (run is not None and run.status == Status.OK)
         status = run.status.value if run is not None else (
             Status.COMPILE_TIMEOUT.value if build.timed_out else Status.COMPILE_ERROR.value
         )

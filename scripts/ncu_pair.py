@@ -1,6 +1,8 @@
 """Nsight Compute's view of a tuned GEMM beside the cuBLAS kernel ``torch.matmul`` launches at
 the same shape: the kernels issue asks for every shape below 1.0x cuBLAS to be profiled, and the
-measured reason written down.
+measured reason written down. Any other operator's recorded run serves too (its baseline in
+place of ``torch.matmul``), with a memset of its output after its kernels: for einsum-sum, whose
+floor is writing S, the store rate to compare theirs with.
 
 Reads the chosen configurations of a recorded model-shape run (``model_shapes.json``), builds
 each, warms it and ``torch.matmul`` up on the same random inputs, then calls each once inside an
@@ -45,9 +47,11 @@ def profile(path: str, keys: set[str] | None, every: bool = False) -> None:
     from tilesearch.target import detect
 
     target = detect()
-    op = registry.load("gemm")
+    report = json.load(open(path))
+    name = report["experiment"]["op"]
+    op = registry.load(name)
     flush = torch.empty(2 * target.l2_bytes, dtype=torch.int8, device="cuda")
-    for entry in json.load(open(path))["problems"]:
+    for entry in report["problems"]:
         if keys and entry["key"] not in keys:
             continue
         problem = op.problem(**entry["problem"])
@@ -56,9 +60,13 @@ def profile(path: str, keys: set[str] | None, every: bool = False) -> None:
             ours = ours[:1]
         calls = [pair(op, problem, e["config"], target) for e in ours]
         base = calls[0][0]
-        for fn in (base, *(mine for _, mine in calls)) * 3:
+        yardsticks = []
+        if name != "gemm":
+            out = op.make_outputs(problem, torch.device("cuda"))[0]
+            yardsticks = [("memset", out.zero_)]
+        for fn in (base, *(mine for _, mine in calls), *(f for _, f in yardsticks)) * 3:
             fn()
-        for who, fn in (("torch", base), *((f"ours{i}", mine) for i, (_, mine) in enumerate(calls))):
+        for who, fn in (("torch", base), *((f"ours{i}", mine) for i, (_, mine) in enumerate(calls)), *yardsticks):
             flush.zero_()
             torch.cuda.synchronize()
             torch.cuda.nvtx.range_push("prof")

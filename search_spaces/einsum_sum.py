@@ -73,9 +73,13 @@ SEARCH_SPECIALIZED = os.environ.get("TILESEARCH_SPECIALIZED", "1") == "1"
 SEARCH_REDUCE_CLUSTER = os.environ.get("TILESEARCH_REDUCE_CLUSTER") == "1"
 MAX_ACCUMULATORS_PER_THREAD = 128  # float32 registers; more spills on sm_90
 D_ALIGN = 32  # d is padded (with zeros) to a multiple of this inside the kernels
-REDUCE_ROWS = 32  # query rows per block of the reduce kernel of reduce_first
-REDUCE_THREADS = 128
-REDUCE_STAGES = 3
+# The reduce kernel of the two-kernel algorithms: query rows a block, its threads, and copies of Q
+# in flight (at most h). At t=8192, h=16, d=128 on an H200 (scripts/reduce_probe.py, 2026-12-04)
+# 64 rows, 256 threads and 6 stages took 15.9 us, against 20.5 us with the 32 rows, 128 threads
+# and 3 stages before (a copy of Q: 20.3 us); fewer rows were slower at every depth (8 rows: 34-51 us).
+REDUCE_ROWS = 64
+REDUCE_THREADS = 256
+REDUCE_STAGES = 6
 
 # knobs each algorithm uses; every other knob is pinned to its first value
 USES = {
@@ -545,13 +549,13 @@ def direct_program(
     return einsum_sum_direct
 
 
-def reduce_program(t: int, h: int, d: int, dtype: str = "bfloat16") -> Any:
+def reduce_program(t: int, h: int, d: int, dtype: str = "bfloat16", rows: int = REDUCE_ROWS,
+                   threads: int = REDUCE_THREADS, stages: int = REDUCE_STAGES) -> Any:
     """First kernel of ``reduce_first``: ``x = sum_h Q`` in float32, written as ``hi``/``lo``
-    ``[t, padded d]`` in ``dtype`` (the padding columns are zeros)."""
+    ``[t, padded d]`` in ``dtype`` (the padding columns are zeros); ``rows`` of Q a block."""
     import tilelang.language as T
 
     dp = padded_d(d)
-    rows = REDUCE_ROWS
 
     @T.prim_func
     def einsum_sum_reduce(
@@ -559,12 +563,12 @@ def reduce_program(t: int, h: int, d: int, dtype: str = "bfloat16") -> Any:
         Hi: T.Tensor((t, dp), dtype),
         Lo: T.Tensor((t, dp), dtype),
     ):
-        with T.Kernel(T.ceildiv(t, rows), threads=REDUCE_THREADS) as bx:
+        with T.Kernel(T.ceildiv(t, rows), threads=threads) as bx:
             q_tile = T.alloc_shared((rows, dp), dtype)
             total = T.alloc_fragment((rows, dp), "float32")
             hi = T.alloc_fragment((rows, dp), dtype)
             lo = T.alloc_fragment((rows, dp), dtype)
-            macros().sum_heads_split(Q, bx * rows, rows, dp, REDUCE_STAGES, q_tile, total, hi, lo)
+            macros().sum_heads_split(Q, bx * rows, rows, dp, max(1, min(stages, h)), q_tile, total, hi, lo)
             T.copy(hi, Hi[bx * rows, 0])
             T.copy(lo, Lo[bx * rows, 0])
 

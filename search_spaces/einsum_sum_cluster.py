@@ -44,7 +44,7 @@ def joined_reduce_program(t: int, h: int, d: int, dtype: str, dp: int, rows: int
             total = T.alloc_fragment((rows, dp), "float32")
             hi = T.alloc_fragment((rows, dp), dtype)
             lo = T.alloc_fragment((rows, dp), dtype)
-            macros().sum_heads_split(Q, bx * rows, rows, dp, stages, q_tile, total, hi, lo)
+            macros().sum_heads_split(Q, bx * rows, rows, dp, max(1, min(stages, h)), q_tile, total, hi, lo)
             T.copy(hi, HiLo[bx * rows, 0])
             T.copy(lo, HiLo[bx * rows, dp])
 

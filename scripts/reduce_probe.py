@@ -22,6 +22,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     from search_spaces.einsum_sum import padded_d, reduce_program, split_hilo
+    from tilesearch.runner.measure import MeasureSettings, rounds
     from tilesearch.target import Target, detect
 
     target = detect() if torch.cuda.is_available() else Target.from_arch("sm_90a")
@@ -31,7 +32,6 @@ def main(argv: list[str]) -> int:
     q = torch.randn((t, h, d), device="cuda", generator=gen).to(torch.bfloat16)
     total = torch.nn.functional.pad(q.float().sum(1), (0, dp - d))
     want = split_hilo(total, torch.bfloat16)  # hi within one bfloat16 step of it
-    flush = torch.empty(100 * 2**20, dtype=torch.int8, device="cuda")
     fns, labels = [], []
     shapes = [(32, 128, 3)] + list(itertools.product((32, 64, 128), (256,), (4, 6, 8)))
     if "all" in opts:  # the first look's shapes (H200, 2026-12-04): fewer rows were slower
@@ -58,21 +58,10 @@ def main(argv: list[str]) -> int:
     copy = torch.empty_like(q)
     fns.append(lambda: copy.copy_(q))
     labels.append("copy of Q")
-    for fn in fns * 5:
-        fn()
-    ms = [[] for _ in fns]
-    for _ in range(n_rounds):
-        events = []
-        for fn in fns:
-            flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            events.append((start, end))
-        torch.cuda.synchronize()
-        for column, (start, end) in enumerate(events):
-            ms[column].append(start.elapsed_time(end) * 1000)
+    # the runner's own interleaved rounds (L2 flushed, warmed up), exactly n_rounds of them
+    settings = MeasureSettings(rep_ms=0.0, min_reps=n_rounds, max_reps=n_rounds, max_ms=1e9)
+    ms = [[1000 * x for x in samples]
+          for samples in rounds(fns, settings, target.l2_bytes, enough=lambda got: len(got[0]) >= n_rounds)]
     print(f"t={t} h={h} d={d}: us, median [quartiles], of {n_rounds} interleaved rounds")
     for label, samples in sorted(zip(labels, ms), key=lambda x: statistics.median(x[1])):
         q1, med, q3 = statistics.quantiles(samples, n=4)

@@ -430,10 +430,7 @@ def _compile(program: Any, target: Target, pass_configs: dict[str, Any]) -> Any:
 
 @functools.cache
 def _reduce_kernel(t: int, h: int, d: int, dtype: str, target: Target, joined: bool = False) -> Any:
-    if joined:  # hi and lo side by side (reduce_cluster)
-        program = cluster.joined_reduce_program(t, h, d, dtype, padded_d(d), REDUCE_ROWS, REDUCE_THREADS, REDUCE_STAGES)
-        return _compile(program, target, {})
-    return _compile(reduce_program(t, h, d, dtype), target, {})
+    return _compile(reduce_program(t, h, d, dtype, joined=joined), target, {})  # joined: reduce_cluster's
 
 
 def reference(q: Any, key: Any) -> Any:
@@ -550,12 +547,36 @@ def direct_program(
 
 
 def reduce_program(t: int, h: int, d: int, dtype: str = "bfloat16", rows: int = REDUCE_ROWS,
-                   threads: int = REDUCE_THREADS, stages: int = REDUCE_STAGES) -> Any:
+                   threads: int = REDUCE_THREADS, stages: int = REDUCE_STAGES, joined: bool = False) -> Any:
     """First kernel of ``reduce_first``: ``x = sum_h Q`` in float32, written as ``hi``/``lo``
-    ``[t, padded d]`` in ``dtype`` (the padding columns are zeros); ``rows`` of Q a block."""
+    ``[t, padded d]`` in ``dtype`` (the padding columns are zeros); ``rows`` of Q a block.
+    ``joined`` (reduce_cluster): hi and lo side by side in one ``[t, 2 x padded d]`` workspace,
+    so that a GEMM reads them as one operand."""
     import tilelang.language as T
 
     dp = padded_d(d)
+
+    @T.macro
+    def reduce(Q, bx, hi, lo):
+        q_tile = T.alloc_shared((rows, dp), dtype)
+        total = T.alloc_fragment((rows, dp), "float32")
+        macros().sum_heads_split(Q, bx * rows, rows, dp, max(1, min(stages, h)), q_tile, total, hi, lo)
+
+    if joined:
+
+        @T.prim_func
+        def einsum_sum_reduce_joined(
+            Q: T.Tensor((t, h, d), dtype),
+            HiLo: T.Tensor((t, 2 * dp), dtype),
+        ):
+            with T.Kernel(T.ceildiv(t, rows), threads=threads) as bx:
+                hi = T.alloc_fragment((rows, dp), dtype)
+                lo = T.alloc_fragment((rows, dp), dtype)
+                reduce(Q, bx, hi, lo)
+                T.copy(hi, HiLo[bx * rows, 0])
+                T.copy(lo, HiLo[bx * rows, dp])
+
+        return einsum_sum_reduce_joined
 
     @T.prim_func
     def einsum_sum_reduce(
@@ -564,11 +585,9 @@ def reduce_program(t: int, h: int, d: int, dtype: str = "bfloat16", rows: int = 
         Lo: T.Tensor((t, dp), dtype),
     ):
         with T.Kernel(T.ceildiv(t, rows), threads=threads) as bx:
-            q_tile = T.alloc_shared((rows, dp), dtype)
-            total = T.alloc_fragment((rows, dp), "float32")
             hi = T.alloc_fragment((rows, dp), dtype)
             lo = T.alloc_fragment((rows, dp), dtype)
-            macros().sum_heads_split(Q, bx * rows, rows, dp, max(1, min(stages, h)), q_tile, total, hi, lo)
+            reduce(Q, bx, hi, lo)
             T.copy(hi, Hi[bx * rows, 0])
             T.copy(lo, Lo[bx * rows, 0])
 

@@ -8,7 +8,8 @@ loop whose two consumer warp groups take every other tile (ping-pong), so one gr
 tile by TMA while the other computes, and a pair of blocks shares one operand by multicast.
 einsum-sum's own walks overlap the stores less (49-67% of the write floor, H200, 2026-11-26).
 
-- The reduce kernel writes hi and lo side by side, ``HiLo[t, 2 x dp]`` (:func:`joined_reduce_program`);
+- The reduce kernel writes hi and lo side by side, ``HiLo[t, 2 x dp]``
+  (:func:`search_spaces.einsum_sum.reduce_program` with ``joined``);
 - the GEMM reads ``HiLo`` as A and K as B, whose K tiles repeat for the lo half (``b_k=d``: no
   second copy of K), and writes S in ``out_dtype`` from its float32 accumulators.
 
@@ -25,30 +26,6 @@ from typing import Any
 CLUSTERS = ("n2", "m2")
 SCHEDULES = ("pingpong", "cooperative")
 PANEL = 0  # row-major over the tiles: hi/lo and K (a few MB) stay in L2 whatever the order
-
-
-def joined_reduce_program(t: int, h: int, d: int, dtype: str, dp: int, rows: int, threads: int, stages: int) -> Any:
-    """reduce_first's reduce kernel, hi and lo written side by side in one ``[t, 2 x dp]``
-    workspace (the padding columns zeros), so that the GEMM reads them as one operand."""
-    import tilelang.language as T
-
-    from search_spaces.einsum_sum import macros
-
-    @T.prim_func
-    def einsum_sum_reduce_joined(
-        Q: T.Tensor((t, h, d), dtype),
-        HiLo: T.Tensor((t, 2 * dp), dtype),
-    ):
-        with T.Kernel(T.ceildiv(t, rows), threads=threads) as bx:
-            q_tile = T.alloc_shared((rows, dp), dtype)
-            total = T.alloc_fragment((rows, dp), "float32")
-            hi = T.alloc_fragment((rows, dp), dtype)
-            lo = T.alloc_fragment((rows, dp), dtype)
-            macros().sum_heads_split(Q, bx * rows, rows, dp, max(1, min(stages, h)), q_tile, total, hi, lo)
-            T.copy(hi, HiLo[bx * rows, 0])
-            T.copy(lo, HiLo[bx * rows, dp])
-
-    return einsum_sum_reduce_joined
 
 
 def warp_policy(config: Mapping[str, Any]) -> str:

@@ -24,7 +24,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from search_spaces.einsum_sum import TWO_KERNELS, WALKS_K, padded_d, pipelined_steps, s_element_bytes, smem_bytes
+from search_spaces.einsum_sum import (
+    TWO_KERNELS,
+    WALKS_K,
+    padded_d,
+    pipelined_steps,
+    s_element_bytes,
+    smem_bytes,
+)
 from search_spaces.gemm_model import (
     DRAM_BALANCE,
     KERNEL_SECONDS,

@@ -50,18 +50,23 @@ def gemm_program(t: int, k: int, d: int, dtype: str, out_dtype: str, dp: int, co
 
 
 def smem_bytes(config: Mapping[str, Any], out_bytes: int) -> int:
-    """The cluster program's shared memory: the stages, and a staging tile of S per warp group
-    that owns a tile, kept apart (:func:`search_spaces.gemm.smem_bytes`)."""
+    """The cluster program's shared memory (:func:`search_spaces.gemm.smem_bytes` of the same
+    tile, S's elements ``out_bytes`` wide)."""
+    from search_spaces import gemm
+
     c = config
-    stages = c["num_stages"] * c["block_d"] * (c["block_t"] + c["block_k"]) * 2
-    owners = 2 if c["schedule"] == "pingpong" else 1
-    return stages + owners * c["block_t"] * c["block_k"] * out_bytes
+    tile = {"block_m": c["block_t"], "block_n": c["block_k"], "block_k": c["block_d"],
+            "num_stages": c["num_stages"], "cluster": c["cluster"], "schedule": c["schedule"],
+            "epilogue": "smem", "persistent": True}
+    return gemm.smem_bytes(tile, "float16", out_bytes)
 
 
 def why_invalid(problem: Mapping[str, Any], config: Mapping[str, Any], dp: int) -> str | None:
     """Why ``config`` is no reduce_cluster kernel of ``problem`` (None if it is)."""
+    from search_spaces.einsum_sum import s_element_bytes
+
     c = config
-    if problem["d"] * 2 % 16 or problem["k"] * (4 if problem["out_dtype"] == "float32" else 2) % 16:
+    if problem["d"] * 2 % 16 or problem["k"] * s_element_bytes(problem["out_dtype"]) % 16:
         return "algorithm: reduce_cluster loads K and stores S by TMA, which needs their rows 16-byte aligned"
     if dp % c["block_d"]:
         return f"block_d: reduce_cluster walks hi then lo, so block_d must divide the padded d={dp}"

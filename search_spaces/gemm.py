@@ -175,9 +175,9 @@ def element_bytes(dtype: str) -> int:
     return 2
 
 
-def smem_bytes(config: Mapping[str, Any], dtype: str) -> int:
+def smem_bytes(config: Mapping[str, Any], dtype: str, out_bytes: int | None = None) -> int:
     """Shared memory of one block: ``num_stages`` slices of A and of B, plus the output tile with
-    ``epilogue=smem``. TileLang 0.1.15 overlays that tile on the operand buffers, except in the
+    ``epilogue=smem`` (``out_bytes`` an element, where C is not ``dtype``: einsum-sum's S). TileLang 0.1.15 overlays that tile on the operand buffers, except in the
     persistent loop (the next tile's operands are live), under its role-based warp
     specialization (it kept them apart in every kernel compiled: a 256x128x128 two-stage split-K
     tile asked for 327680 B, and failed at launch on an H100) and in the cluster program (a
@@ -188,7 +188,9 @@ def smem_bytes(config: Mapping[str, Any], dtype: str) -> int:
         operands += c["block_m"] * c["block_n"] * 4
     if c.get("epilogue", "direct") != "smem":
         return operands
-    out = c["block_m"] * c["block_n"] * (4 if c.get("split_k", 1) > 1 else element_bytes(dtype))
+    if out_bytes is None:
+        out_bytes = 4 if c.get("split_k", 1) > 1 else element_bytes(dtype)
+    out = c["block_m"] * c["block_n"] * out_bytes
     if c.get("schedule", "cooperative") == "pingpong":
         out *= 2  # a staging tile per consumer warp group
     apart = (c.get("persistent", False) or c.get("warp_specialize", "on") == "role_based"

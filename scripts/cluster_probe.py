@@ -16,7 +16,7 @@ warp specializations, the cluster program paired either way, cooperative and pin
 8192x8192x256 a search's clustered persistent kernel was 4.6% ahead of the template's of the same
 tile (H200, 2026-11-26); this asks how far that holds in K and across shapes.
 
-usage: python scripts/cluster_probe.py out=$OUT [rounds=200] [waits=tl,test] [set=short_k]
+usage: python scripts/cluster_probe.py out=$OUT [rounds=200] [waits=tl,test] [set=short_k|long_k]
 """
 
 from __future__ import annotations
@@ -74,7 +74,28 @@ SHORT_K_VARIANTS = [
     ("m2 256x128 s3", {"cluster": "m2", "block_m": 256, "num_stages": 3}),
     ("n2 s3", {"cluster": "n2", "num_stages": 3}),
 ]
-SETS = {"cluster": (PROBLEMS, VARIANTS), "short_k": (SHORT_K_PROBLEMS, SHORT_K_VARIANTS)}
+# set=long_k: the model-shape suite's shapes with K of 3584 and more, where the template's best
+# (128x256x64, 4 stages, not persistent) stays 1-5% behind cuBLAS (H200, 2026-12-04), beside the
+# persistent programs at the same width and the ping-pong cluster program, which was 2% behind the
+# template at K=2048 before (set=short_k) and has not been timed further in K since its fix
+LONG_K_TILE = dict(block_m=128, block_n=256, block_k=64, num_stages=4, threads=256, epilogue="smem", panel_size=8,
+                   warp_policy="full_row", persistent=False)
+LONG_K_PROBLEMS = [(dict(m=m, n=n, k=k, dtype=dtype, layout="nt"), LONG_K_TILE) for m, n, k, dtype in (
+    (2048, 28672, 4096, "bfloat16"), (2048, 4096, 4096, "bfloat16"), (2048, 4096, 14336, "bfloat16"),
+    (512, 4608, 3584, "float16"))]
+LONG_K_VARIANTS = [
+    ("template", {"cluster": "off"}),
+    ("template persistent s3", {"cluster": "off", "persistent": True, "num_stages": 3}),
+    ("n2 persistent s3", {"cluster": "n2", "persistent": True, "num_stages": 3}),
+    ("m2 persistent s3", {"cluster": "m2", "persistent": True, "num_stages": 3}),
+    ("n2 pingpong 128x128 s4", {"cluster": "n2", "persistent": True, "schedule": "pingpong", "block_n": 128}),
+    ("n2 pingpong 128x128 s5", {"cluster": "n2", "persistent": True, "schedule": "pingpong", "block_n": 128,
+                                "num_stages": 5}),
+    ("m2 pingpong 128x128 s5", {"cluster": "m2", "persistent": True, "schedule": "pingpong", "block_n": 128,
+                                "num_stages": 5}),
+]
+SETS = {"cluster": (PROBLEMS, VARIANTS), "short_k": (SHORT_K_PROBLEMS, SHORT_K_VARIANTS),
+        "long_k": (LONG_K_PROBLEMS, LONG_K_VARIANTS)}
 
 
 # ``waits=tl,test``: the cluster program's stage-barrier waits rewritten in its generated CUDA (a

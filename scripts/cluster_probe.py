@@ -5,7 +5,8 @@ behind the template at the same tiles where K is long, and Nsight Compute put ha
 stall samples in barrier waits. This times the cluster program at the template's best tile of
 each problem and at deeper or taller tiles beside that template kernel and ``torch.matmul``:
 each built here, checked against float64,
-then all timed interleaved in the same rounds (L2 flushed, CUDA events), one problem after
+then all timed interleaved in the same rounds (the runner's rounds: L2 flushed, CUDA events, the host
+kept ahead of the GPU), one problem after
 another. Prints each variant's median ratio to ``torch.matmul`` with the quartiles of the
 per-round ratios, and writes ``cluster_probe.json`` under ``out``. A probe of the program, not a
 result of the search.
@@ -86,7 +87,9 @@ LONG_K_PROBLEMS = [(dict(m=m, n=n, k=k, dtype=dtype, layout="nt"), LONG_K_TILE) 
 LONG_K_VARIANTS = [
     ("template", {"cluster": "off"}),
     ("template persistent s3", {"cluster": "off", "persistent": True, "num_stages": 3}),
+    ("template persistent direct", {"cluster": "off", "persistent": True, "epilogue": "direct"}),
     ("n2 persistent s3", {"cluster": "n2", "persistent": True, "num_stages": 3}),
+    ("n2 persistent direct", {"cluster": "n2", "persistent": True, "epilogue": "direct"}),
     ("m2 persistent s3", {"cluster": "m2", "persistent": True, "num_stages": 3}),
     ("n2 pingpong 128x128 s4", {"cluster": "n2", "persistent": True, "schedule": "pingpong", "block_n": 128}),
     ("n2 pingpong 128x128 s5", {"cluster": "n2", "persistent": True, "schedule": "pingpong", "block_n": 128,
@@ -149,12 +152,11 @@ def main(argv: list[str]) -> int:
     import torch
 
     from search_spaces import gemm
-    from tilesearch.runner.measure import check
+    from tilesearch.runner.measure import MeasureSettings, check, rounds
     from tilesearch.target import detect
 
     target = detect()
     op = gemm.GemmOp()
-    flush = torch.empty(2 * target.l2_bytes, dtype=torch.int8, device="cuda")
     # every variant compiled at once in the compile pool, into TileLang's cache the builds below read
     from tilesearch.builder import LocalBuilder
     from tilesearch.records import Candidate
@@ -199,21 +201,14 @@ def main(argv: list[str]) -> int:
 
         fns.append(op.baseline(problem, inputs))
         labels.append("torch")
-        for fn in fns * 5:  # warm-up
-            fn()
-        ms = [[] for _ in fns]
-        for _ in range(n_rounds):
-            events = []
-            for fn in fns:
-                flush.zero_()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                events.append((start, end))
-            torch.cuda.synchronize()
-            for column, (start, end) in enumerate(events):
-                ms[column].append(start.elapsed_time(end))
+        # the runner's own interleaved rounds (warmed up, L2 flushed, the host kept ahead of the GPU
+        # by a spin kernel), exactly n_rounds of them. The probe's own loop, until 2026-12-04,
+        # recorded each kernel's start event right after a flush, with the host behind
+        # the GPU after every round's synchronize: a kernel whose Python launch outlasts the flush
+        # was probably charged the gap (the first variant of each round: at 2048x4096x4096, 0.72x
+        # cuBLAS against 0.97x in the model-shape suite for the same kernel, H200, 2026-12-04)
+        settings = MeasureSettings(rep_ms=0.0, min_reps=n_rounds, max_reps=n_rounds, max_ms=1e9)
+        ms = rounds(fns, settings, target.l2_bytes, enough=lambda got: len(got[0]) >= n_rounds)
         base = ms[-1]
         print(f"== {prob} (template tile {tile})", flush=True)
         for label, samples in zip(labels, ms):

@@ -67,6 +67,8 @@ def main(argv: list[str]) -> int:
     import torch
 
     from search_spaces.gemm import GemmOp
+    from tilesearch.runner.measure import MeasureSettings
+    from tilesearch.runner.measure import rounds as timed_rounds
     from tilesearch.target import detect
 
     op, target = GemmOp(), detect()
@@ -112,19 +114,14 @@ def main(argv: list[str]) -> int:
             calls[label]()
             torch.cuda.synchronize()
             return 0
-        times = {label: [] for label in calls}
-        for _ in range(3):
-            for fn in calls.values():
-                fn()
-        for _ in range(rounds):
-            for label, fn in calls.items():
-                flush.zero_()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times[label].append(start.elapsed_time(end) * 1e3)
+        # the runner's own interleaved rounds (warmed up, L2 flushed, the host kept ahead of the
+        # GPU): the probe's own loop, until 2026-12-04, synchronized after every run, so each
+        # kernel's start event could be charged its Python launch
+        settings = MeasureSettings(rep_ms=0.0, min_reps=rounds, max_reps=rounds, max_ms=1e9)
+        labels = list(calls)
+        samples = timed_rounds(list(calls.values()), settings, target.l2_bytes,
+                               enough=lambda got: len(got[0]) >= rounds)
+        times = {label: [ms * 1e3 for ms in column] for label, column in zip(labels, samples)}
         torch_us = statistics.median(times["torch"])
         for label, ts in times.items():
             med = statistics.median(ts)

@@ -74,6 +74,7 @@ def test_version_1_files_still_read_and_unknown_versions_are_refused(tmp_path):
 def test_write_only_writes_what_the_storage_holds_and_changes_nothing(tmp_path, capsys):
     recorded = _record(tmp_path, "--shapes", "512x512x512", "--sample", "6", "--neighbours", "1")
     db_file = tmp_path / "r.db"
+    assert not (tmp_path / "r.db-wal").exists()  # recording closed its connections: the file is whole
     before = db_file.read_bytes()
     out = tmp_path / "again"
     args = ["--write-only", "--quiet", "--out", str(out), "--storage", f"sqlite:///{db_file}", "--shapes", "512x512x512"]

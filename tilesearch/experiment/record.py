@@ -174,7 +174,7 @@ def record(op_name: str, params: dict, args: argparse.Namespace, deadline: float
 
     if args.write_only:
         try:
-            TuningDatabase(args.storage, study, read_only=True)
+            TuningDatabase(args.storage, study, read_only=True).close()
         except StorageError as exc:
             raise SystemExit(f"--write-only: {exc}; give the --storage and the same --sample, "
                              "--neighbours and --seed that recorded it") from None
@@ -196,6 +196,7 @@ def record(op_name: str, params: dict, args: argparse.Namespace, deadline: float
             result = measure_all(Listed(drawn), len(drawn))
             db = TuningDatabase(args.storage, result.study, read_only=args.write_only)
             rows = {config_key(r.config): r for r in dataset.rows_from_records(db.records())}
+            db.close()
             measured = [rows[config_key(c)] for c in drawn if config_key(c) in rows]
             best = sorted((r for r in measured if r.ok), key=lambda r: r.latency_ms)[:args.neighbours]
             plan = list({config_key(c): c for c in drawn + [n for r in best for n in space.neighbours(r.config)]}.values())
@@ -218,6 +219,7 @@ def record(op_name: str, params: dict, args: argparse.Namespace, deadline: float
         sample=sample,
     )
     rows = dataset.rows_from_records(db.records())
+    db.close()  # SQLite checkpoints now, not when garbage collection finds the engine in a later command
     name = problem_name(problem)
     path = Path(args.out) / f"{name}_{slug(attrs['target']['gpu'])}.jsonl.gz"
     data = dataset.write(path, meta, rows)

@@ -60,11 +60,12 @@ class Candidate:
 
     def build(self, op: Any = None) -> Any:
         """Compiles the candidate with its operator (``op``, else loaded from ``op_ref``)."""
-        from tilesearch.builder import compiler, library
+        from tilesearch.builder import compiler, frontend, library
         from tilesearch.op import Problem
 
         compiler.install()
         library.install()
+        frontend.install()
         op = op or self.load_op()
         extra = {"runtime": self.runtime} if self.runtime else {}
         return op.build(Problem(op.name, self.problem), self.config, self.target, **extra)

@@ -143,3 +143,35 @@ def test_a_killed_tuning_process_leaves_no_compile_worker_nor_fork_server(tmp_pa
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(alive(p) for p in pids)
+
+
+def test_a_fork_server_started_early_and_never_used_stops_with_its_process(tmp_path):
+    # a finished study answered from its storage forks no compile worker: the server started
+    # early (importing TileLang for seconds) must not outlive the command
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "pid"
+    script = ("import sys\n"
+              "from multiprocessing import forkserver\n"
+              "from tilesearch.builder.local import start_early\n"
+              "start_early()\n"
+              "open(sys.argv[1], 'w').write(str(forkserver._forkserver._forkserver_pid))\n")
+    # no pipes: the server inherits the process's descriptors, and a pipe would wait for it
+    done = subprocess.run([sys.executable, "-c", script, str(pid_file)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, timeout=120)
+    assert done.returncode == 0
+    pid = int(pid_file.read_text())
+
+    def alive():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 2  # stopped at once, not after finishing its imports
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive()

@@ -33,6 +33,7 @@ import optuna
 
 from tilesearch import provenance, registry, served, shutdown, versions
 from tilesearch.builder import Builder, LocalBuilder, NullBuilder, compile_ahead
+from tilesearch.builder.local import start_early
 from tilesearch.claim import Claims, Verdict
 from tilesearch.database import (
     RUNTIME_ATTR,
@@ -266,6 +267,8 @@ def tune(
     op_ref = op if isinstance(op, str) else registry.ref(op)
     setting_keys = set(TuneSettings.keys())
     settings = replace(settings or TuneSettings(), **{k: v for k, v in overrides.items() if k in setting_keys})
+    if builder is None and runner is None and settings.runner == "local":
+        start_early()  # the compile pool's TileLang import begins now, before the storage is read
     raw = {k: v for k, v in overrides.items() if k not in setting_keys}
     if problem is None:
         problem = operator.problem(**raw)

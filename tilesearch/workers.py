@@ -18,6 +18,7 @@ the names they had before these words were fixed, because users' commands and sc
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import multiprocessing as mp
 import os
@@ -76,6 +77,37 @@ def preload(modules: Sequence[str]) -> None:
     before its first fork. It is one process per tuning process (Python's fork server), so the
     first caller's list holds; a later list changes nothing once a worker has been forked."""
     _FORKED.set_forkserver_preload(list(modules))
+
+
+def start_fork_server() -> None:
+    """Starts the fork server now, in the background (:func:`preload` first): it imports its
+    modules while the caller goes on, and the first forked worker finds them imported sooner.
+    Otherwise the server starts with the first forked worker. Idempotent. Where no worker is
+    forked after all (a finished study answered from its storage), the server is stopped as this
+    process exits, not left to finish its imports alone."""
+    global _early_server
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+    if not _early_server:
+        _early_server = True
+        atexit.register(_stop_unused_fork_server)
+
+
+_early_server = False
+_forked_any = False
+
+
+def _stop_unused_fork_server() -> None:
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if _forked_any or not pid:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        pass
 
 
 def _serve(conn: Any, env: dict[str, str], nice: int = 0, where: tuple[list[str], str] | None = None) -> None:
@@ -150,12 +182,15 @@ class IsolatedWorker:
         self._closed = False
 
     def start(self) -> None:
+        global _forked_any
         with self._lock:
             if self._closed:
                 raise WorkerClosedError(f"{self.name} is closed")
             if self._proc is not None and self._proc.is_alive():
                 return
             ctx = _FORKED if self.forked else _CTX
+            if self.forked:
+                _forked_any = True
             where = ([*sys.path], os.getcwd()) if self.forked else None
             env = {**os.environ, **self.env} if self.forked else self.env
             parent, child = ctx.Pipe()

@@ -26,7 +26,7 @@ from typing import Any
 from tilesearch.builder import compiler
 from tilesearch.builder.base import Builder
 from tilesearch.records import BuildResult, Candidate
-from tilesearch.workers import IsolatedWorker, preload
+from tilesearch.workers import IsolatedWorker, preload, start_fork_server
 
 
 def compile_candidate(candidate: Candidate) -> tuple[float, float]:
@@ -98,6 +98,21 @@ COMPILE_NICE = 10
 MAX_BATCH = 16  # at most, per worker: on one CPU core 16 compiled 2.23x as fast as alone, 8 2.15x (RESULTS.md)
 
 
+# what the process the compile pool's workers are forked from imports before its first fork
+WARM_MODULES = ["tilesearch.builder.warm"]
+
+
+def start_early() -> None:
+    """Starts the process the compile pool forks from, so that it imports TileLang (and makes
+    NVRTC's header) while the tuning process is still importing, opening its storage and starting
+    the measuring worker. Its import and header took until 6.75 s into README's main command on the
+    H200 host, started at 1.3 s with the pool (``scripts/timeline_probe.py``, 2026-12-04), and the
+    first kernel was compiled 1.3 s after that: the first measured trial waited on it. ``tune``
+    calls this first where it will compile here, the CLI before its own imports."""
+    preload(WARM_MODULES)
+    start_fork_server()
+
+
 def usable_cores() -> int:
     """The cores this process may run on: its affinity (``taskset``, a container's or Slurm's CPU
     set), not the host's count, or a 16-core share of a 64-core host starts 63 compile workers."""
@@ -140,7 +155,7 @@ class LocalBuilder(Builder):
         # builders never touch a GPU: compiling for an explicit target needs none
         env = {"CUDA_VISIBLE_DEVICES": ""}
         self._idle: queue.Queue[IsolatedWorker] = queue.Queue()
-        preload(["tilesearch.builder.warm"])
+        preload(WARM_MODULES)
         self._all = [IsolatedWorker(env=env, name=f"builder-{i}", nice=COMPILE_NICE, forked=True)
                      for i in range(self.workers)]
         for worker in self._all:

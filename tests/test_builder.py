@@ -75,3 +75,24 @@ def test_a_compile_pool_closed_while_its_workers_start_closes_cleanly():
         builder.close()
         time.sleep(1.0)  # the pool's threads have run by now: none may have started a process
         assert all(worker.pid is None for worker in builder._all)
+
+
+def test_a_pool_closed_before_its_first_fork_stops_the_fork_server_importing(tmp_path):
+    # tune on a machine without a GPU closes the pool at once: its workers' starts waited for the
+    # fork server's TileLang import (seconds); the server is stopped instead
+    import subprocess
+    import sys
+
+    script = ("from multiprocessing import forkserver\n"
+              "from tilesearch.builder.local import LocalBuilder, start_early\n"
+              "start_early()  # as tune does\n"
+              "builder = LocalBuilder(workers=2)\n"
+              "builder.close()\n"
+              "pid = forkserver._forkserver._forkserver_pid\n"
+              "import os, time\n"
+              "time.sleep(0.5)\n"
+              "state = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[0] if os.path.exists(f'/proc/{pid}') else 'gone'\n"
+              "print(state)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] in ("Z", "gone")  # exited (a zombie until reaped), not importing on

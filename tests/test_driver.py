@@ -55,3 +55,42 @@ def test_a_worker_measures_on_the_gpu_the_device_index_names_among_the_visible_o
     assert visible_device(0) == "GPU-8f1c"
     with pytest.raises(NoDeviceError, match="device 1 is not among the 1"):
         visible_device(1)
+
+
+def test_absent_is_sure_only_without_a_driver_or_without_a_device():
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:  # this machine: no driver, for any environment
+        assert "libcuda.so.1 does not load" in driver.absent()
+        assert "libcuda.so.1 does not load" in driver.absent({"CUDA_VISIBLE_DEVICES": "0"})
+        return
+    # a driver: with no device visible it is sure too
+    assert "CUDA_ERROR_NO_DEVICE" in (driver.absent({"CUDA_VISIBLE_DEVICES": ""}) or "")
+
+
+def no_facts(env):
+    return None
+
+
+def no_driver(env):
+    return "no CUDA driver here (a test's)"
+
+
+def test_surely_no_gpu_is_said_before_the_measuring_worker_warms_up():
+    from tilesearch.runner.base import NoDeviceError
+    from tilesearch.runner.local import LocalRunner
+
+    class Runner(LocalRunner):
+        driver_fn = "test_driver:no_facts"
+        absent_fn = "test_driver:no_driver"
+
+    runner = Runner(device=0)
+    try:
+        # without the check the worker's own start would answer, with the worker's reason
+        with pytest.raises(NoDeviceError, match=r"no CUDA GPU to measure on \(no CUDA driver here \(a test's\)\)"):
+            runner.start()
+        assert not runner._worker.alive
+    finally:
+        runner.close()

@@ -99,15 +99,21 @@ _forked_any = False
 
 
 def _stop_unused_fork_server() -> None:
+    if not _forked_any:
+        stop_fork_server()
+
+
+def stop_fork_server() -> None:
+    """Stops the fork server, if one runs, without waiting for its imports: a worker it has yet to
+    fork fails to start (and a later start begins a new server), a worker it forked runs on."""
     from multiprocessing import forkserver
 
     pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
-    if _forked_any or not pid:
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except OSError:
-        pass
+    if pid:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
 
 
 def _serve(conn: Any, env: dict[str, str], nice: int = 0, where: tuple[list[str], str] | None = None) -> None:
@@ -195,13 +201,20 @@ class IsolatedWorker:
             env = {**os.environ, **self.env} if self.forked else self.env
             parent, child = ctx.Pipe()
             self._proc = ctx.Process(target=_serve, args=(child, env, self.nice, where), daemon=True, name=self.name)
-            self._proc.start()
-            child.close()
+            try:
+                self._proc.start()
+            except BaseException:  # not started (a fork server stopped meanwhile): nothing to join later
+                self._proc = None
+                parent.close()
+                raise
+            finally:
+                child.close()
             self._conn = parent
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        proc = self._proc  # read once: another thread may clear it (a failed start, a stop)
+        return proc.pid if proc is not None else None
 
     @property
     def alive(self) -> bool:
@@ -257,6 +270,11 @@ class IsolatedWorker:
             self._conn.close()
             self._proc = None
             self._conn = None
+
+    def refuse_starts(self) -> None:
+        """Makes every later start fail (:class:`WorkerClosedError`) without taking the lock, which
+        a start in progress holds; :meth:`close` still stops the child."""
+        self._closed = True
 
     def close(self, timeout: float = 5.0, kill: bool = False) -> None:
         """Stops the child for good (``kill``: at once, without asking): a call still running in

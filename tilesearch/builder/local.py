@@ -26,7 +26,7 @@ from typing import Any
 from tilesearch.builder import compiler
 from tilesearch.builder.base import Builder
 from tilesearch.records import BuildResult, Candidate
-from tilesearch.workers import IsolatedWorker, preload, start_fork_server
+from tilesearch.workers import IsolatedWorker, preload, start_fork_server, stop_fork_server
 
 
 def compile_candidate(candidate: Candidate) -> tuple[float, float]:
@@ -223,4 +223,11 @@ class LocalBuilder(Builder):
         for _, future in waiting:
             future.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for worker in self._all:
+            worker.refuse_starts()  # a warm-up not begun yet starts no fork server again
+        if not any(worker.pid is not None for worker in self._all):  # (no lock: a start holds it)
+            # none forked yet: the fork server is still importing TileLang (seconds), and each
+            # worker's start waits for it; stopped, they fail at once (tune on a machine without
+            # a GPU said so after 6-10 s, most of it this wait)
+            stop_fork_server()
         IsolatedWorker.close_all(self._all)

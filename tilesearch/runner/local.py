@@ -81,7 +81,8 @@ class LocalRunner(Runner):
     ``warm_fn`` (the same in two steps, for :meth:`start`) name what the worker runs (import
     paths): a subclass may measure another way, e.g. :class:`tilesearch.testing.cpu.CpuRunner`.
     ``driver_fn`` names what reads the facts in the tuning process before the worker has started,
-    given the worker's environment (``None``: the worker reports them first).
+    given the worker's environment (``None``: the worker reports them first), and ``absent_fn``
+    what says, where those facts cannot be read, that there is surely no GPU.
     """
 
     measure_fn = "tilesearch.runner.measure:measure"
@@ -90,6 +91,7 @@ class LocalRunner(Runner):
     facts_fn = "tilesearch.runner.measure:device_facts"
     warm_fn = "tilesearch.runner.measure:warm_up"
     driver_fn: str | None = "tilesearch.runner.driver:facts"
+    absent_fn: str | None = "tilesearch.runner.driver:absent"
 
     def __init__(
         self,
@@ -128,6 +130,9 @@ class LocalRunner(Runner):
                 self._versions = info.pop("versions")
                 self._expected, self._warming = early, warming
                 return Target.from_dict(info)
+            reason = resolve(self.absent_fn)(self.env) if self.absent_fn else None
+            if reason:  # surely no GPU: said now, not after the worker's seconds of importing torch
+                self._no_device(CallResult(False, error=reason))
             warming.wait()  # the driver could not say for sure: the worker does, once warmed up
             result, then = warming.result, None
         else:

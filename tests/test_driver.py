@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -87,10 +88,12 @@ def test_surely_no_gpu_is_said_before_the_measuring_worker_warms_up():
         absent_fn = "test_driver:no_driver"
 
     runner = Runner(device=0)
+    warming = runner._worker
     try:
         # without the check the worker's own start would answer, with the worker's reason
         with pytest.raises(NoDeviceError, match=r"no CUDA GPU to measure on \(no CUDA driver here \(a test's\)\)"):
             runner.start()
-        assert not runner._worker.alive
+        time.sleep(0.5)  # a warm-up thread that had not started the worker yet must not start it now
+        assert not warming.alive and not runner._worker.alive
     finally:
         runner.close()

@@ -168,8 +168,11 @@ class LocalRunner(Runner):
                     f"set {QUICK_START_ENV}=0 to take them from the worker")
 
     def _no_device(self, result: CallResult | None) -> None:
-        """Stops the measuring worker, whose start failed, and says why there is no GPU."""
-        self._worker.stop(kill=True)
+        """Stops the measuring worker, whose start failed or is not wanted, and says why there is
+        no GPU. Closed for good, since a warm-up in its thread may not have started it yet and would
+        start it afterwards; a fresh worker takes its place for a later start."""
+        self._worker.close(kill=True)
+        self._worker = IsolatedWorker(env=self.env, name=self._name)
         reason = (result.error or "").strip().splitlines()[0] if result is not None and result.error else "unknown"
         raise NoDeviceError(f"no CUDA GPU to measure on ({reason})")
 

@@ -156,11 +156,6 @@ def cmd_worker(args: list[str]) -> int:
 
 
 def cmd_tune(args: list[str]) -> int:
-    given = parse_pairs(args)
-    if given.get("runner", "local") == "local" and "gpus" not in given:
-        from tilesearch.builder.local import start_early
-
-        start_early()  # the compile pool's TileLang import begins before this process's own imports
     from tilesearch import report, strategy
     from tilesearch.builder import compiler
     from tilesearch.database import StorageError, open_storage, storage_url

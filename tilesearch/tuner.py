@@ -267,8 +267,6 @@ def tune(
     op_ref = op if isinstance(op, str) else registry.ref(op)
     setting_keys = set(TuneSettings.keys())
     settings = replace(settings or TuneSettings(), **{k: v for k, v in overrides.items() if k in setting_keys})
-    if builder is None and runner is None and settings.runner == "local":
-        start_early()  # the compile pool's TileLang import begins now, before the storage is read
     raw = {k: v for k, v in overrides.items() if k not in setting_keys}
     if problem is None:
         problem = operator.problem(**raw)
@@ -279,6 +277,8 @@ def tune(
     if unknown:
         can = ", ".join(operator.runtime_params) or "no parameter"
         raise SettingsError(f"runtime={settings.runtime}: {operator.name} compiles {can} as a run-time value")
+    if builder is None and runner is None and settings.runner == "local":
+        start_early()  # input checked: the compile pool's TileLang import begins before the storage is read
 
     if runner is None and builder is None and space is None and settings.runner == "local":
         done = served.result(operator, problem, settings, served.probe())  # a finished study: no GPU worker needed

@@ -108,7 +108,8 @@ def start_early() -> None:
     the measuring worker. Its import and header took until 6.75 s into README's main command on the
     H200 host, started at 1.3 s with the pool (``scripts/timeline_probe.py``, 2026-12-04), and the
     first kernel was compiled 1.3 s after that: the first measured trial waited on it. ``tune``
-    calls this first where it will compile here, the CLI before its own imports."""
+    calls this once its input is checked, where it will compile here (not before: a command that
+    fails on its input starts no process)."""
     preload(WARM_MODULES)
     start_fork_server()
 

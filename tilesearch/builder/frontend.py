@@ -39,7 +39,9 @@ class _Rewrite:
     make_closure: Any
     source: str
     extra_type_hints: dict[str, Any]
-    readings: tuple[tuple[str, Any], ...]  # (expression, result) of each _try_eval of the rewrite
+    # (expression, result) of each _try_eval of the rewrite: the expression parsed afresh from its
+    # text once, since the rewrite goes on to change the tree that held it
+    readings: tuple[tuple[ast.expr, Any], ...]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -72,7 +74,7 @@ def install() -> None:
     def try_eval(node: ast.expr, nonlocals: dict[str, Any], globals: dict[str, Any]) -> Any:
         result = own_eval(node, nonlocals, globals)
         if (seen := getattr(_local, "seen", None)) is not None:
-            seen["readings"].append((ast.unparse(node), result))
+            seen["readings"].append((ast.parse(ast.unparse(node), mode="eval").body, result))
         return result
 
     def compiled_object(source: Any, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -85,8 +87,7 @@ def install() -> None:
         nonlocals = utils.get_func_nonlocals(func)
         key = (func.__code__, id(func.__globals__), tuple(nonlocals))
         kept = made.get(key)
-        if kept is not None and all(_same(own_eval(ast.parse(e, mode="eval").body, nonlocals, func.__globals__), r)
-                                    for e, r in kept.readings):
+        if kept is not None and all(_same(own_eval(e, nonlocals, func.__globals__), r) for e, r in kept.readings):
             _counts["reused"] += 1
             return eager_ast.IRGenerator(gen=kept.make_closure(**nonlocals), source=kept.source,
                                          extra_type_hints=dict(kept.extra_type_hints))

@@ -80,19 +80,21 @@ def test_a_compile_pool_closed_while_its_workers_start_closes_cleanly():
 def test_a_pool_closed_before_its_first_fork_stops_the_fork_server_importing(tmp_path):
     # tune on a machine without a GPU closes the pool at once: its workers' starts waited for the
     # fork server's TileLang import (seconds); the server is stopped instead
+    import os
     import subprocess
     import sys
 
-    script = ("from multiprocessing import forkserver\n"
+    # checked while the process runs: once it exits, an unstopped server would exit too
+    script = ("import time\n"
+              "from test_workers import alive\n"
               "from tilesearch.builder.local import LocalBuilder, start_early\n"
+              "from tilesearch.workers import fork_server_pid\n"
               "start_early()  # as tune does\n"
               "builder = LocalBuilder(workers=2)\n"
               "builder.close()\n"
-              "pid = forkserver._forkserver._forkserver_pid\n"
-              "import os, time\n"
               "time.sleep(0.5)\n"
-              "state = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[0] if os.path.exists(f'/proc/{pid}') else 'gone'\n"
-              "print(state)\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+              "print('alive' if alive(fork_server_pid()) else 'stopped')\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": os.path.dirname(__file__)})  # for test_workers
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[-1] in ("Z", "gone")  # exited (a zombie until reaped), not importing on
+    assert out.stdout.split()[-1] == "stopped"  # exited (a zombie until reaped), not importing on

@@ -3,6 +3,15 @@ from tilesearch.workers import IsolatedWorker
 CALLS = "tilesearch.testing.calls"
 
 
+def alive(pid):
+    """Whether process ``pid`` runs (a zombie has exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def test_value_comes_back():
     with IsolatedWorker() as worker:
         result = worker.call(f"{CALLS}:echo", {"a": [1, 2]}, timeout=60)
@@ -132,13 +141,6 @@ def test_a_killed_tuning_process_leaves_no_compile_worker_nor_fork_server(tmp_pa
         child.wait()
     assert len(pids) == 2 and pids[1] != child.pid  # the worker and the fork server it was forked from
 
-    def alive(pid):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
-        except FileNotFoundError:
-            return False
-
     deadline = time.monotonic() + 30
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -154,24 +156,16 @@ def test_a_fork_server_started_early_and_never_used_stops_with_its_process(tmp_p
 
     pid_file = tmp_path / "pid"
     script = ("import sys\n"
-              "from multiprocessing import forkserver\n"
               "from tilesearch.builder.local import start_early\n"
+              "from tilesearch.workers import fork_server_pid\n"
               "start_early()\n"
-              "open(sys.argv[1], 'w').write(str(forkserver._forkserver._forkserver_pid))\n")
+              "open(sys.argv[1], 'w').write(str(fork_server_pid()))\n")
     # no pipes: the server inherits the process's descriptors, and a pipe would wait for it
     done = subprocess.run([sys.executable, "-c", script, str(pid_file)], stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, timeout=120)
     assert done.returncode == 0
     pid = int(pid_file.read_text())
-
-    def alive():
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-        except FileNotFoundError:
-            return False
-
     deadline = time.monotonic() + 2  # stopped at once, not after finishing its imports
-    while alive() and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive()
+    assert not alive(pid)

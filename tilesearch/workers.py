@@ -103,12 +103,18 @@ def _stop_unused_fork_server() -> None:
         stop_fork_server()
 
 
+def fork_server_pid() -> int | None:
+    """The process ID of this process's fork server, if one was started (multiprocessing keeps it
+    in a private attribute)."""
+    from multiprocessing import forkserver
+
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+
+
 def stop_fork_server() -> None:
     """Stops the fork server, if one runs, without waiting for its imports: a worker it has yet to
     fork fails to start (and a later start begins a new server), a worker it forked runs on."""
-    from multiprocessing import forkserver
-
-    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    pid = fork_server_pid()
     if pid:
         try:
             os.kill(pid, signal.SIGKILL)  # it holds no state of ours: nothing to finish, nothing to catch

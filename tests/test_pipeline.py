@@ -2,6 +2,7 @@ import pytest
 
 from tilesearch import tune
 from tilesearch.builder import NullBuilder
+from tilesearch.strategy import Strategy
 from tilesearch.testing.synthetic import SyntheticRunner
 from tilesearch.testing.toy import TOY_OP
 
@@ -173,12 +174,51 @@ class _Counting(_Measuring):
         return super().run(candidate, incumbent)
 
 
-@pytest.mark.parametrize("strategy, ahead", [("grid", 4 + 2), ("random", 4 + 2), ("tpe", 1 + 2)])
+@pytest.mark.parametrize("strategy, ahead", [("grid", 4 + 2), ("random", 4 + 2), ("xgb", 1 + 2), ("tpe", 1 + 2 + 8)])
 def test_a_strategy_that_does_not_learn_fills_the_compile_pools_batches(strategy, ahead):
     # a grid's proposals need no results: the pool's batches fill (1 worker x 4, and a round of 2);
-    # a search that learns proposes a round beyond the workers only
+    # a search that learns proposes a round beyond the workers only, and TPE also the four rounds
+    # of 2 it would propose before its 10 random start-up trials have finished (Strategy.blind)
     builder = _Batching()
     runner = _Counting(builder)
     tune(TOY_OP, {"size": 64}, runner=runner, builder=builder, strategy=strategy, trials=12, storage=":memory:",
          progress=False, retime=0)
     assert runner.launched_at_first == ahead
+
+
+class _Watching(Strategy):
+    """Proposes valid configurations in a fixed order and notes, for each proposal, how many
+    results the study held when it was made."""
+
+    def __init__(self, blind: int) -> None:
+        self.blind, self.seen, self.next = blind, [], 0
+
+    def propose(self, context, n):
+        from tilesearch.strategy.base import Proposal
+
+        configs = context.space.listing()
+        out = [Proposal(configs[i]) for i in range(self.next, min(self.next + n, len(configs)))]
+        self.next += len(out)
+        self.seen += [len(context.db.finished())] * len(out)
+        return out
+
+
+@pytest.mark.parametrize("blind", [1, 5, 10, 11])
+def test_the_blind_start_launches_at_once_and_every_later_proposal_sees_the_results_it_saw_before(blind):
+    """A strategy whose proposals ignore results until it has ``blind`` of them (TPE's random
+    start) has all those proposals launched with the first; each proposal made with results is
+    made after as many records as with no blind start, so what the strategy learns from is the same."""
+    seen = {}
+    for declared in (0, blind):
+        strategy = _Watching(declared)
+        tune(TOY_OP, {"size": 64}, runner=_Measuring(), builder=_JitteryBuilder(1), strategy=strategy, trials=40,
+             storage=":memory:", progress=False, retime=0, polish=0)
+        seen[declared] = strategy.seen
+    before, now = seen[0], seen[blind]
+    assert len(before) == len(now) == 40
+    steered = [i for i, n in enumerate(before) if n >= blind]  # proposals that could depend on results
+    assert steered and [now[i] for i in steered] == [before[i] for i in steered]
+    round_ = min(4, _JitteryBuilder.workers + 1)
+    ahead = sum(1 for n in before if 0 < n < blind)  # launched later before, with no result steering them
+    assert ahead == round_ * ((blind - 1) // round_)
+    assert now.count(0) == before.count(0) + ahead  # ... now with the first

@@ -461,6 +461,16 @@ class _Loop:
         # a strategy that learns from results gets a round more than the workers in flight; one that
         # does not, enough for the compile pool's batches (Strategy.learns)
         self.depth = builder.workers * (1 if search.learns else builder.batch) + self.round
+        # Proposals that no result steers, launched at once: the pipeline proposes a round each
+        # time a round of results is recorded, and every round proposed before the strategy has
+        # seen ``search.blind`` results (trials of earlier runs count) is random start-up draws,
+        # the same with results as without. Launched with the first, their compiles fill the pool
+        # while the first results come in; launched later, they reached the GPU only after it had
+        # timed the first ones (README's main command on an H200: the runner idle from 10.8 to
+        # 12.0 s, RESULTS.md, fast-tuning issue). From then on the schedule is what it was: each
+        # later proposal is made after the same records as before.
+        blind = max(0, search.blind - len(db.finished()))
+        self.start_ahead = self.round * ((blind - 1) // self.round) if blind else 0
         # launched and not yet recorded, in launch order: compiling, compiled, measuring or measured
         self.pending: dict[Future[BuildResult], Any] = {}
         self.results: dict[Future[BuildResult], tuple[BuildResult, RunResult | None]] = {}  # to record, in order
@@ -553,12 +563,13 @@ class _Loop:
         if self._in_flight() > self.depth - self.round:
             return False  # the round's results are not all in yet
         budget = self.budget if self.polishing else self.budget - self.polish
-        while self.launched < budget and self._in_flight() < self.depth:
+        depth = self.depth + (self.start_ahead if not self.measured else 0)  # the blind rounds at the start
+        while self.launched < budget and self._in_flight() < depth:
             self._check_stale()
             room = self.trials - self.db.planned()  # other tuning processes' trials count too
             if room <= 0:
                 return False
-            want = min(self.depth - self._in_flight(), budget - self.launched, room)
+            want = min(depth - self._in_flight(), budget - self.launched, room)
             stuck = self.idle >= MAX_IDLE_PROPOSALS or self.repeats >= SAMPLER_REPEATS
             source = self.fallback if stuck else self.search
             with self.phases("propose"):

@@ -75,6 +75,10 @@ class Strategy(abc.ABC):
     than the compile pool's workers in flight for one that does (proposals made far ahead are
     made blind), and enough to fill the pool's batches for one that does not (a grid, a random
     order), whose compiles then share compiler runs (:mod:`tilesearch.builder.batch`)."""
+    blind: int = 0
+    """Results the strategy has seen before its proposals depend on them (an Optuna sampler's
+    random start-up trials): every proposal that ``tune``'s pipeline would make before then is
+    a draw that no result steers, so ``tune`` launches them all at once (``_Loop``'s start)."""
 
     def sampler(self) -> optuna.samplers.BaseSampler | None:
         """The Optuna sampler the study is opened with; ``None`` keeps Optuna's default."""

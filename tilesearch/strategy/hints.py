@@ -74,6 +74,7 @@ class Hinted(Strategy):
         self.name = inner.name if inner is not None else "hints"
         self.polished = inner.polished if inner is not None else False
         self.learns = inner.learns if inner is not None else False
+        self.blind = inner.blind if inner is not None else 0  # hinted results count towards it too
         self.hints: list[Config] | None = None
 
     def sampler(self) -> optuna.samplers.BaseSampler | None:

@@ -21,12 +21,15 @@ class SamplerStrategy(Strategy):
     """Lets an Optuna sampler choose. Configurations it picks that a constraint rejects are
     recorded as pruned (TPE then ranks them with the bad trials, see :class:`CompleteGamma`) and
     cost no compilation. With ``valid_start``, the proposals made before any trial has finished
-    are valid configurations drawn uniformly, not the sampler's knob-by-knob draws."""
+    are valid configurations drawn uniformly, not the sampler's knob-by-knob draws. ``blind`` is
+    the sampler's ``n_startup_trials``: it draws at random until that many trials have finished."""
 
     def __init__(self, name: str, make_sampler: Callable[[int], optuna.samplers.BaseSampler], seed: int = 0,
-                 watch: Callable[[SearchContext], None] | None = None, valid_start: bool = False) -> None:
+                 watch: Callable[[SearchContext], None] | None = None, valid_start: bool = False,
+                 blind: int = 0) -> None:
         self.name = name
         self.seed = seed
+        self.blind = blind  # the sampler's start-up trials, drawn at random (Strategy.blind)
         self._make = make_sampler
         self._watch = watch  # told the search before each batch of proposals (the study, the space)
         # the first batch: a sampler learns the knobs from finished trials, so before any it
@@ -96,6 +99,7 @@ class CompleteGamma:
 
 REDRAWS = 8  # joint TPE draws a proposal may take, beyond the first, before a rejected one is recorded
 START_DRAWS = 200  # uniform draws a proposal of the random start may take to find a valid configuration
+STARTUP = 10  # trials a sampler draws at random before its model steers it (Optuna's n_startup_trials)
 
 
 class ValidTPE(optuna.samplers.TPESampler):
@@ -198,7 +202,7 @@ def tpe(seed: int = 0) -> SamplerStrategy:
     watch = _TpeWatch()
 
     def make(s: int) -> optuna.samplers.TPESampler:
-        options: dict[str, Any] = dict(seed=s, multivariate=True, group=False, constant_liar=True, n_startup_trials=10)
+        options: dict[str, Any] = dict(seed=s, multivariate=True, group=False, constant_liar=True, n_startup_trials=STARTUP)
         with warnings.catch_warnings():  # Optuna 4.9 marks gamma for removal in 6.0: then the default split
             warnings.simplefilter("ignore", FutureWarning)
             try:
@@ -208,7 +212,7 @@ def tpe(seed: int = 0) -> SamplerStrategy:
         watch.samplers.append(sampler)
         return sampler
 
-    return SamplerStrategy("tpe", make, seed, watch=watch, valid_start=True)
+    return SamplerStrategy("tpe", make, seed, watch=watch, valid_start=True, blind=STARTUP)
 
 
 def gp(seed: int = 0) -> SamplerStrategy:
@@ -216,7 +220,8 @@ def gp(seed: int = 0) -> SamplerStrategy:
     Hamming-type kernel). Not in the registry: it is compared with ``xgb`` by
     ``experiments/field_benchmark.py``, and its fitting time grows with the trials."""
     return SamplerStrategy(
-        "gp", lambda s: optuna.samplers.GPSampler(seed=s, n_startup_trials=10, deterministic_objective=True), seed
+        "gp", lambda s: optuna.samplers.GPSampler(seed=s, n_startup_trials=STARTUP, deterministic_objective=True), seed,
+        blind=STARTUP,
     )
 
 
@@ -258,6 +263,7 @@ def cmaes(seed: int = 0) -> SamplerStrategy:
     package (the ``bench`` extra)."""
     return SamplerStrategy(
         "cmaes",
-        lambda s: FinishedOnceCmaEs(seed=s, with_margin=True, n_startup_trials=10, warn_independent_sampling=False),
+        lambda s: FinishedOnceCmaEs(seed=s, with_margin=True, n_startup_trials=STARTUP, warn_independent_sampling=False),
         seed,
+        blind=STARTUP,
     )

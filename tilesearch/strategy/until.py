@@ -26,6 +26,7 @@ class Until(Strategy):
         self.name = inner.name
         self.polished = inner.polished
         self.learns = inner.learns
+        self.blind = inner.blind
         self.stopped = False
 
     def sampler(self) -> optuna.samplers.BaseSampler | None:

@@ -3,6 +3,7 @@ import pytest
 from tilesearch import tune
 from tilesearch.builder import NullBuilder
 from tilesearch.strategy import Strategy
+from tilesearch.strategy.base import Proposal
 from tilesearch.testing.synthetic import SyntheticRunner
 from tilesearch.testing.toy import TOY_OP
 
@@ -194,8 +195,6 @@ class _Watching(Strategy):
         self.blind, self.seen, self.next = blind, [], 0
 
     def propose(self, context, n):
-        from tilesearch.strategy.base import Proposal
-
         configs = context.space.listing()
         out = [Proposal(configs[i]) for i in range(self.next, min(self.next + n, len(configs)))]
         self.next += len(out)

@@ -469,7 +469,8 @@ class _Loop:
         # timed the first ones (README's main command on an H200: the runner idle from 10.8 to
         # 12.0 s, RESULTS.md, fast-tuning issue). From then on the schedule is what it was: each
         # later proposal is made after the same records as before.
-        blind = max(0, search.blind - len(db.finished()))
+        finished = db.finished()  # one storage read: the blind start below and the incumbent
+        blind = max(0, search.blind - len(finished))
         self.start_ahead = self.round * ((blind - 1) // self.round) if blind else 0
         # launched and not yet recorded, in launch order: compiling, compiled, measuring or measured
         self.pending: dict[Future[BuildResult], Any] = {}
@@ -486,7 +487,7 @@ class _Loop:
         self.idle = 0
         self.repeats = 0
         incumbent = Incumbent()
-        for record in db.finished().values():  # earlier runs' trials count too
+        for record in finished.values():  # earlier runs' trials count too
             incumbent = incumbent.updated(record)
         self.raced = 0
         self.feed = Feed(runner, incumbent)  # the measuring thread, which races against the best it has seen

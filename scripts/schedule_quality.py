@@ -5,7 +5,7 @@ workers), for many seeds, and prints the best latency found as a share of the da
 A replayed run launches, records and proposes in the same order as a run on the GPU with the same
 figures (results reach the strategy in launch order, ``tests/test_pipeline.py``), so what it finds
 is what the schedule lets the strategy learn. ``extra=N`` keeps N more trials in flight than the
-loop does (a deeper pipeline: more proposals made before the results they could have used).
+loop does (``tuner.DEEPER``) (a deeper pipeline: more proposals made before the results they could have used).
 
 usage: python scripts/schedule_quality.py [extra=0,8] [seeds=100] [strategy=tpe] DATASET...
   e.g. python scripts/schedule_quality.py extra=0,8,12 experiments/data/gemm_*.jsonl.gz
@@ -32,13 +32,7 @@ def found(path: str, extra: int, seeds: int, strategy: str) -> list[float]:
     """The dataset's best latency over each seed's best found, with ``extra`` more in flight."""
     data = dataset.load(path)
     best = data.best().latency_ms
-    init = tuner._Loop.__init__
-
-    def deeper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        init(self, *args, **kwargs)
-        self.depth += extra
-
-    tuner._Loop.__init__ = deeper
+    kept, tuner.DEEPER = tuner.DEEPER, extra
     try:
         shares = []
         for seed in range(seeds):
@@ -47,7 +41,7 @@ def found(path: str, extra: int, seeds: int, strategy: str) -> list[float]:
             shares.append(best / min(r.latency_ms for r in result.best if r.latency_ms))
         return shares
     finally:
-        tuner._Loop.__init__ = init
+        tuner.DEEPER = kept
 
 
 def main(argv: list[str]) -> None:

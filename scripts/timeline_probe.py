@@ -97,13 +97,7 @@ def main() -> int:
     if "round" in opts:
         tuner.ROUND = int(opts["round"])
     if "deeper" in opts:
-        init = tuner._Loop.__init__
-
-        def deeper(self, *args, **kwargs):
-            init(self, *args, **kwargs)
-            self.depth += int(opts["deeper"])
-
-        tuner._Loop.__init__ = deeper
+        tuner.DEEPER = int(opts["deeper"])
     orig_propose = tuner._Loop._fill
 
     def fill(self):

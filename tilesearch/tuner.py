@@ -71,6 +71,11 @@ configuration's second refit."""
 # per round, not once per trial. The pipeline holds the compile pool's workers plus one round, so
 # the pool stays busy meanwhile.
 ROUND = 4
+# Trials kept in flight beyond that: none. Each one more is a proposal made before a result it
+# could have used; in replay, 8 more cost 0.3-1.2 points of the best a 48-trial TPE search finds on
+# every GEMM dataset (RESULTS.md, fast-tuning issue). The probes set it to study the schedule
+# (scripts/schedule_quality.py, scripts/timeline_probe.py).
+DEEPER = 0
 # A sampler's repeat of a measured configuration costs a trial (it was opened to sample it), so
 # after this many in a row one proposal comes from the random fallback, which picks an untaken
 # configuration before opening a trial: a nearly exhausted space gave thousands of skipped trials.
@@ -460,7 +465,7 @@ class _Loop:
         self.round = min(ROUND, builder.workers + 1)
         # a strategy that learns from results gets a round more than the workers in flight; one that
         # does not, enough for the compile pool's batches (Strategy.learns)
-        self.depth = builder.workers * (1 if search.learns else builder.batch) + self.round
+        self.depth = builder.workers * (1 if search.learns else builder.batch) + self.round + DEEPER
         # Proposals that no result steers, launched at once: the pipeline proposes a round each
         # time a round of results is recorded, and every round proposed before the strategy has
         # seen ``search.blind`` results (trials of earlier runs count) is random start-up draws,

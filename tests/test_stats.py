@@ -175,3 +175,24 @@ def test_drift_widens_the_interval_in_quadrature_and_keeps_the_value():
     assert not stats.overlap((first.low, first.high), (second.low, second.high))
     a, b = stats.with_drift(first, 0.003), stats.with_drift(second, 0.003)
     assert stats.overlap((a.low, a.high), (b.low, b.high)) and a.half_width < 0.01
+
+
+def test_pooled_interval_matches_a_plain_nested_bootstrap():
+    # the vectorised resampling against the plain loop it replaced: processes drawn with
+    # replacement, then each drawn process's rounds, the mean of their ratios; seeds differ, so the
+    # bounds agree to the bootstrap's own noise, not exactly
+    processes = [paired(300, 0.95 * shift, 0.004, seed=i) for i, shift in enumerate((1.0, 1.008, 0.996))]
+    rng = np.random.default_rng(7)
+    arrays = [(np.asarray(b), np.asarray(k)) for b, k in processes]
+    values = []
+    for _ in range(4000):
+        total = 0.0
+        for g in rng.integers(0, len(arrays), size=len(arrays)):
+            b, k = arrays[g]
+            rows = rng.integers(0, b.size, size=b.size)
+            total += np.median(b[rows]) / np.median(k[rows])
+        values.append(total / len(arrays))
+    low, high = np.percentile(values, [2.5, 97.5])
+    pooled = stats.pooled_ratio(processes, seed=2)
+    width = high - low
+    assert abs(pooled.low - low) < 0.05 * width and abs(pooled.high - high) < 0.05 * width

@@ -107,21 +107,26 @@ def overlap(a: tuple[float | None, float | None], b: tuple[float | None, float |
 # levels: processes with replacement, then each chosen process's rounds (a nested bootstrap).
 
 
-def _nested(groups: Sequence[tuple[np.ndarray, ...]], statistic: Callable[..., float], seed: int,
+def _nested(groups: Sequence[tuple[np.ndarray, ...]], statistic: Callable[..., np.ndarray], seed: int,
             resamples: int) -> np.ndarray:
     """The mean over processes of ``statistic`` of each process's rounds, for each nested resample
     of ``groups`` (per process, arrays of equal length): processes drawn with replacement, then
-    each drawn process's rounds."""
+    each drawn process's rounds. ``statistic`` takes arrays of resampled rounds, one row a
+    resample, and returns a figure per row.
+
+    Vectorised over resamples, a process at a time: a loop over the 2,000 resamples in Python took
+    0.2 s per candidate on the CPU machine, paid at the end of every ``tune`` (the final re-time's
+    pooling) while nothing else ran. Every draw of a process in every resample still resamples
+    its rounds anew."""
     rng = np.random.default_rng(seed)
-    values = np.empty(resamples)
-    for r in range(resamples):
-        picked = rng.integers(0, len(groups), size=len(groups))
-        total = 0.0
-        for g in picked:
-            rows = rng.integers(0, groups[g][0].size, size=groups[g][0].size)
-            total += statistic(*(a[rows] for a in groups[g]))
-        values[r] = total / len(picked)
-    return values
+    picked = rng.integers(0, len(groups), size=(resamples, len(groups)))
+    totals = np.zeros(resamples)
+    for g, arrays in enumerate(groups):
+        draws = np.nonzero(picked == g)[0]  # the resample of each draw of process g
+        if draws.size:
+            rows = rng.integers(0, arrays[0].size, size=(draws.size, arrays[0].size))
+            np.add.at(totals, draws, statistic(*(a[rows] for a in arrays)))
+    return totals / len(groups)
 
 
 # The centre is the mean of the processes' own figures, not the figure of all rounds thrown
@@ -142,7 +147,7 @@ def pooled_spread(processes: Sequence[Sequence[float]], *, seed: int = 0, confid
     x = np.concatenate([g[0] for g in groups])
     q1, q3 = (float(v) for v in np.percentile(x, [25, 75]))
     centre = float(np.mean([np.median(g[0]) for g in groups]))
-    low, high = _bounds(_nested(groups, np.median, seed, resamples), confidence)
+    low, high = _bounds(_nested(groups, lambda x: np.median(x, axis=-1), seed, resamples), confidence)
     return Spread(centre, q1, q3, int(x.size), low, high)
 
 
@@ -157,8 +162,8 @@ def pooled_ratio(processes: Sequence[tuple[Sequence[float], Sequence[float]]], *
         if b.size != k.size or b.size == 0:
             raise ValueError(f"paired rounds needed: {b.size} baseline and {k.size} kernel samples")
 
-    def of(b: np.ndarray, k: np.ndarray) -> float:
-        return float(np.median(b) / np.median(k))
+    def of(b: np.ndarray, k: np.ndarray) -> np.ndarray:
+        return np.median(b, axis=-1) / np.median(k, axis=-1)
 
     low, high = _bounds(_nested(groups, of, seed, resamples), confidence)
     return Ratio(float(np.mean([of(b, k) for b, k in groups])), low, high)

@@ -512,7 +512,8 @@ def together_noting_settle(candidates, settings, peers=()):
 def retime_settles(tmp_path, monkeypatch, ready):
     """The settle each of a 3-process re-time's processes was given; ``ready``: its spares warmed
     up before it starts, else the runner pauses 0.2 s between processes (:data:`RESETTLE_WITHIN_S`
-    made shorter than that, so that no test hangs on a slow machine's start)."""
+    made shorter than that, so that no test hangs on a slow machine's start), which it can only
+    where it did not prepare them side by side first (as for processes a disagreement adds)."""
     from tilesearch.runner import local
 
     monkeypatch.setenv("SETTLE_LOG", str(tmp_path / "settle"))
@@ -521,6 +522,8 @@ def retime_settles(tmp_path, monkeypatch, ready):
         take = local.LocalRunner._take_fresh
         monkeypatch.setattr(local.LocalRunner, "_take_fresh", lambda self: (time.sleep(0.2), take(self))[1])
     runner = NotesSettle(timeout=60, settings=MeasureSettings(final_processes=3))
+    if not ready:
+        runner.prepare_fn = None
     try:
         runner.start()
         if ready:
@@ -601,3 +604,22 @@ def test_one_configuration_alone_is_timed_in_the_usual_processes_even_when_they_
     finally:
         runner.close()
     assert result.extra["processes"] == len((tmp_path / "called").read_text().split()) == 2
+
+
+def test_the_retime_processes_are_prepared_side_by_side_before_any_times(tmp_path):
+    # each of the re-time's first processes loads and checks its candidates (prepare) before the
+    # first of them times, and then times what it prepared, on its own seed
+    log, storage = str(tmp_path / "calls.log"), f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with CpuRunner(timeout=60, log=log) as runner:
+        result = tuner.tune(FAULTY_CPU_OP, {"n": 1 << 12}, space=SPACE, runner=runner, strategy="grid", trials=2,
+                            retime=2, storage=storage, progress=False)
+    seen = calls(log)
+    prepared = [pid for what, pid in seen if what == "prepare"]
+    retimed = [pid for what, pid in seen if what == "together"]
+    assert len(prepared) == 2 and sorted(retimed[:2]) == sorted(prepared)  # prepared in either order
+    first = seen.index(("together", retimed[0]))
+    assert all(seen.index(("prepare", pid)) < first for pid in prepared)
+    for pid in prepared:
+        assert seen.index(("ready", pid)) == seen.index(("together", pid)) - 1
+    assert "final: prepare (side by side)" in result.phases
+    assert result.final is not None and result.final.together

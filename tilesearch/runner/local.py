@@ -87,6 +87,7 @@ class LocalRunner(Runner):
 
     measure_fn = "tilesearch.runner.measure:measure"
     together_fn = "tilesearch.runner.measure:measure_together"
+    prepare_fn: str | None = "tilesearch.runner.measure:prepare_together"
     info_fn = "tilesearch.runner.measure:device_info"
     facts_fn = "tilesearch.runner.measure:device_facts"
     warm_fn = "tilesearch.runner.measure:warm_up"
@@ -209,8 +210,9 @@ class LocalRunner(Runner):
         disagree on the best of several (:func:`~tilesearch.runner.pool.disagree`), each on
         inputs of its own seed, their rounds pooled (:mod:`tilesearch.runner.pool`). The fresh
         workers are the spares started by :meth:`expect_retime` where they are ready (else they
-        are started now), and each is stopped once it has timed. A peer's maker may tune first
-        (an autotuner), so each adds to the timeout."""
+        are started now), the first ``final_processes`` loaded and checked side by side before any
+        times (:meth:`_prepared`), and each is stopped once it has timed. A peer's maker may tune
+        first (an autotuner), so each adds to the timeout."""
         self._spares_wanted = 0  # none started while the rounds are timed; the next problem asks again
         self._settle()
         if not candidates:
@@ -224,36 +226,94 @@ class LocalRunner(Runner):
         # bootstrap over them). On the H100 three of five runs of README's main command re-timed
         # their one configuration in four processes, 14-16.5 s against 4.7-5.2 s in two (709aac8).
         alone = len(candidates) == 1 and not peers
-        while len(processes) < MAX_PROCESSES:
-            if len(processes) >= self.settings.final_processes:  # they disagreed: see _top_up
-                self._top_up(MAX_PROCESSES - len(processes))
-            settings = replace(self.settings, seed=self.settings.seed + len(processes))
-            worker = self._take_fresh()
-            began = time.perf_counter()
-            if processes and began - ended < RESETTLE_WITHIN_S:  # the GPU comes from the previous rounds
-                settings = replace(settings, settle_ms=min(settings.settle_ms, FINAL_RESETTLE_MS))
-            try:
-                result = worker.call(self.together_fn, list(candidates), settings, list(peers),
-                                     timeout=self.timeout * (len(candidates) + 1) + 600 * len(peers))
-            except BaseException:  # Ctrl-C, SIGTERM: it is no spare any more, so close() would not stop it
+        # a peer may tune first (an autotuner), which another process's rounds must not disturb
+        prepared, failed = self._prepared(candidates) if self.prepare_fn is not None and not peers else ([], None)
+        if failed is not None:
+            return failed
+        try:
+            while len(processes) < MAX_PROCESSES:
+                if len(processes) >= self.settings.final_processes:  # they disagreed: see _top_up
+                    self._top_up(MAX_PROCESSES - len(processes))
+                settings = replace(self.settings, seed=self.settings.seed + len(processes))
+                worker = prepared.pop(0) if prepared else self._take_fresh()
+                began = time.perf_counter()
+                if processes and began - ended < RESETTLE_WITHIN_S:  # the GPU comes from the previous rounds
+                    settings = replace(settings, settle_ms=min(settings.settle_ms, FINAL_RESETTLE_MS))
+                try:
+                    result = worker.call(self.together_fn, list(candidates), settings, list(peers),
+                                         timeout=self.timeout * (len(candidates) + 1) + 600 * len(peers))
+                except BaseException:  # Ctrl-C, SIGTERM: it is no spare any more, so close() would not stop it
+                    worker.close(kill=True)
+                    raise
+                ended = time.perf_counter()
+                self._add("final: process", ended - began)
+                spent = next((r.extra["phases"] for r in result.value if "phases" in r.extra), {}) if result.ok else {}
+                for phase, seconds in spent.items():
+                    self._add(f"final: {phase}", seconds)
+                # asked to exit, not waited for: its exit (a CUDA context torn down) overlaps the next
+                # process's start and settle instead of delaying it; close() joins it
+                worker.ask_to_stop()
+                self._retired.append(worker)
+                if not result.ok:
+                    status = Status.RUN_TIMEOUT if result.timed_out else Status.RUNTIME_ERROR
+                    return [RunResult(status, error=f"re-time: {result.error}") for _ in [*candidates, *peers]]
+                processes.append(result.value)
+                if len(processes) >= self.settings.final_processes and (alone or not disagree(processes)):
+                    break
+        except BaseException:  # Ctrl-C, SIGTERM: the prepared ones left are no spares, so close() would not stop them
+            for worker in prepared:
                 worker.close(kill=True)
-                raise
-            ended = time.perf_counter()
-            self._add("final: process", ended - began)
-            spent = next((r.extra["phases"] for r in result.value if "phases" in r.extra), {}) if result.ok else {}
-            for phase, seconds in spent.items():
-                self._add(f"final: {phase}", seconds)
-            # asked to exit, not waited for: its exit (a CUDA context torn down) overlaps the next
-            # process's start and settle instead of delaying it; close() joins it
-            worker.ask_to_stop()
-            self._retired.append(worker)
-            if not result.ok:
-                status = Status.RUN_TIMEOUT if result.timed_out else Status.RUNTIME_ERROR
-                return [RunResult(status, error=f"re-time: {result.error}") for _ in [*candidates, *peers]]
-            processes.append(result.value)
-            if len(processes) >= self.settings.final_processes and (alone or not disagree(processes)):
-                break
+            raise
+        finally:  # an early return: the prepared ones left exit as a used one does
+            for worker in prepared:
+                worker.ask_to_stop()
+                self._retired.append(worker)
         return pool(processes, self.settings.seed, self.settings.drift)
+
+    def _prepared(self, candidates: Sequence[Candidate]) -> tuple[list[IsolatedWorker], list[RunResult] | None]:
+        """The re-time's first ``final_processes`` fresh workers, each with ``candidates`` loaded
+        and checked on the inputs of its own seed (``prepare_fn``), side by side; where one failed
+        to, none, and the re-time's results (each the failure).
+
+        Why: each process loaded and checked its candidates as it began, 0.6-0.7 s on the H100
+        host at 8192^3 (twice in README's main command), while the GPU timed nothing. Side by side
+        before any process times, the loads overlap each other, and the later process begins its
+        rounds right as the earlier ends (its shorter settle: :data:`FINAL_RESETTLE_MS`). Nothing
+        is timed while they load: a check's GPU work would disturb another process's rounds."""
+        workers = [self._take_fresh() for _ in range(self.settings.final_processes)]
+        outcomes: list[CallResult | None] = [None] * len(workers)
+
+        def prepare(i: int) -> None:
+            settings = replace(self.settings, seed=self.settings.seed + i)
+            outcomes[i] = workers[i].call(self.prepare_fn, list(candidates), settings,  # type: ignore[arg-type]
+                                          timeout=self.timeout * (len(candidates) + 1))
+
+        began = time.perf_counter()
+        threads = [threading.Thread(target=prepare, args=(i,), daemon=True) for i in range(1, len(workers))]
+        try:
+            for thread in threads:
+                thread.start()
+            prepare(0)
+            for thread in threads:
+                thread.join()
+        except BaseException:  # Ctrl-C, SIGTERM: no spares any more, so close() would not stop them
+            for worker in workers:
+                worker.close(kill=True)
+            raise
+        self._add("final: prepare (side by side)", time.perf_counter() - began)
+        failed = next((r for r in outcomes if r is None or not r.ok), None)
+        if failed is not None:
+            for worker in workers:
+                worker.ask_to_stop()
+                self._retired.append(worker)
+            if failed is None:  # a thread that ended without an answer: not expected, said anyway
+                return [], [RunResult(Status.RUNTIME_ERROR, error="re-time: a process was not prepared") for _ in candidates]
+            status = Status.RUN_TIMEOUT if failed.timed_out else Status.RUNTIME_ERROR
+            return [], [RunResult(status, error=f"re-time: {failed.error}") for _ in candidates]
+        for outcome in outcomes:
+            for phase, seconds in (outcome.value or {}).items():  # type: ignore[union-attr]
+                self._add(f"final: {phase}", seconds)
+        return workers, None
 
     def phases(self) -> dict[str, float]:
         spent, self._spent = self._spent, {}

@@ -34,11 +34,13 @@ class CpuRunner(LocalRunner):
 
     ``log``: a file that gets one line per call in a worker process, ``<what> <pid>`` (``info``,
     ``measure``, ``together``), appended atomically, so that tests can tell which process warmed
-    up, measured and re-timed, and in which order."""
+    up, measured, was prepared for a re-time and re-timed, and in which order (``prepare``, then
+    ``ready`` where a re-time found its candidates prepared)."""
 
     replayed = True
     measure_fn = "tilesearch.testing.cpu:measure"
     together_fn = "tilesearch.testing.cpu:measure_together"
+    prepare_fn = "tilesearch.testing.cpu:prepare_together"
     info_fn = "tilesearch.testing.cpu:device_info"
     facts_fn = "tilesearch.testing.cpu:device_facts"
     warm_fn = "tilesearch.testing.cpu:warm_up"
@@ -111,10 +113,25 @@ def measure(candidate: Candidate, settings: MeasureSettings, incumbent: Incumben
     return _checked_and_timed([candidate], settings, rounds=5, extra={"device": "cpu"}, incumbent=incumbent)[0]
 
 
+_PREPARED: list[tuple[Any, ...]] = []  # what prepare_together was given, for the next measure_together
+
+
+def prepare_together(candidates: list[Candidate], settings: MeasureSettings, peers: Sequence[Any] = ()) -> dict[str, float]:
+    """The CPU counterpart of :func:`tilesearch.runner.measure.prepare_together`, for the runner's
+    order of calls alone: it logs ``prepare`` and notes the candidates and seed, and
+    :func:`measure_together` logs ``ready`` where it is given the same; it still checks them then."""
+    _log("prepare")
+    _PREPARED[:] = [(tuple(c.key for c in candidates), settings.seed)]
+    return {"load and check": 0.0}
+
+
 def measure_together(candidates: list[Candidate], settings: MeasureSettings, peers: Sequence[Any] = ()) -> list[RunResult]:
     """The CPU counterpart of :func:`tilesearch.runner.measure.measure_together`: each candidate
     and each peer checked, then all that pass timed interleaved in the same 15 rounds (no
     baseline: the intervals are those of the medians)."""
+    if _PREPARED == [(tuple(c.key for c in candidates), settings.seed)]:
+        _log("ready")
+    _PREPARED.clear()
     _log("together")
     return _checked_and_timed(candidates, settings, rounds=15, peers=peers,
                               extra={"device": "cpu", "retimed_together": True})

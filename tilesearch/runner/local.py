@@ -67,6 +67,12 @@ def visible_device(device: int) -> str:
     return ids[device]
 
 
+def _failed_retime(call: CallResult, count: int) -> list[RunResult]:
+    """``count`` results of a re-time whose process failed ``call``: each that failure."""
+    status = Status.RUN_TIMEOUT if call.timed_out else Status.RUNTIME_ERROR
+    return [RunResult(status, error=f"re-time: {call.error}") for _ in range(count)]
+
+
 class LocalRunner(Runner):
     """Runs candidates on one GPU of this machine.
 
@@ -250,13 +256,9 @@ class LocalRunner(Runner):
                 spent = next((r.extra["phases"] for r in result.value if "phases" in r.extra), {}) if result.ok else {}
                 for phase, seconds in spent.items():
                     self._add(f"final: {phase}", seconds)
-                # asked to exit, not waited for: its exit (a CUDA context torn down) overlaps the next
-                # process's start and settle instead of delaying it; close() joins it
-                worker.ask_to_stop()
-                self._retired.append(worker)
+                self._retire(worker)
                 if not result.ok:
-                    status = Status.RUN_TIMEOUT if result.timed_out else Status.RUNTIME_ERROR
-                    return [RunResult(status, error=f"re-time: {result.error}") for _ in [*candidates, *peers]]
+                    return _failed_retime(result, len(candidates) + len(peers))
                 processes.append(result.value)
                 if len(processes) >= self.settings.final_processes and (alone or not disagree(processes)):
                     break
@@ -266,8 +268,7 @@ class LocalRunner(Runner):
             raise
         finally:  # an early return: the prepared ones left exit as a used one does
             for worker in prepared:
-                worker.ask_to_stop()
-                self._retired.append(worker)
+                self._retire(worker)
         return pool(processes, self.settings.seed, self.settings.drift)
 
     def _prepared(self, candidates: Sequence[Candidate]) -> tuple[list[IsolatedWorker], list[RunResult] | None]:
@@ -301,19 +302,22 @@ class LocalRunner(Runner):
                 worker.close(kill=True)
             raise
         self._add("final: prepare (side by side)", time.perf_counter() - began)
-        failed = next((r for r in outcomes if r is None or not r.ok), None)
+        answered = [r if r is not None else CallResult(False, error="a process was not prepared") for r in outcomes]
+        failed = next((r for r in answered if not r.ok), None)
         if failed is not None:
             for worker in workers:
-                worker.ask_to_stop()
-                self._retired.append(worker)
-            if failed is None:  # a thread that ended without an answer: not expected, said anyway
-                return [], [RunResult(Status.RUNTIME_ERROR, error="re-time: a process was not prepared") for _ in candidates]
-            status = Status.RUN_TIMEOUT if failed.timed_out else Status.RUNTIME_ERROR
-            return [], [RunResult(status, error=f"re-time: {failed.error}") for _ in candidates]
-        for outcome in outcomes:
-            for phase, seconds in (outcome.value or {}).items():  # type: ignore[union-attr]
+                self._retire(worker)
+            return [], _failed_retime(failed, len(candidates))
+        for outcome in answered:
+            for phase, seconds in (outcome.value or {}).items():
                 self._add(f"final: {phase}", seconds)
         return workers, None
+
+    def _retire(self, worker: IsolatedWorker) -> None:
+        """Asks a re-time's process to exit, not waiting for it: its exit (a CUDA context torn
+        down) overlaps the next process's start and settle instead of delaying it; close() joins it."""
+        worker.ask_to_stop()
+        self._retired.append(worker)
 
     def phases(self) -> dict[str, float]:
         spent, self._spent = self._spent, {}

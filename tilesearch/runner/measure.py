@@ -593,7 +593,9 @@ class _Ready:
 _READY: list[_Ready] = []  # at most one, for the next measure_together of the same candidates
 
 
-def _together_key(candidates: Sequence[Candidate], settings: MeasureSettings, peers: Sequence[Any]) -> tuple[Any, ...]:
+def together_key(candidates: Sequence[Candidate], settings: MeasureSettings, peers: Sequence[Any] = ()) -> tuple[Any, ...]:
+    """What a prepared re-time must match to be timed as prepared: the candidates, the seed of
+    their inputs, the baseline and the peers."""
     return (tuple(c.key for c in candidates), settings.seed, settings.baseline, tuple(getattr(p, "name", p) for p in peers))
 
 
@@ -623,7 +625,7 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
     # the final figures: allow more rounds than a trial of the search gets, after a settling warm-up
     settings = replace(settings, max_ms=max(settings.max_ms, FINAL_MAX_MS),
                        warmup_ms=max(settings.warmup_ms, settings.settle_ms))
-    key = _together_key(candidates, settings, peers)
+    key = together_key(candidates, settings, peers)
     ready = _READY.pop() if _READY and _READY[-1].key == key else None
     _READY.clear()
     loaded = ready is None  # now, not ahead
@@ -690,5 +692,5 @@ def _ready(candidates: list[Candidate], settings: MeasureSettings, peers: Sequen
     base = op.baseline(problem, inputs) if settings.baseline else None
     if base is not None:
         fns.append(placed.cycle(lambda own: base if own is placed.inputs[0] else op.baseline(problem, own)))
-    return _Ready(_together_key(candidates, settings, peers), op, problem, results, fns, base is not None,
+    return _Ready(together_key(candidates, settings, peers), op, problem, results, fns, base is not None,
                   first.target.l2_bytes, (lead, placed), time.perf_counter() - start)

@@ -19,7 +19,15 @@ from typing import Any
 from tilesearch.op import Problem
 from tilesearch.records import Candidate, Incumbent, RunResult, Status
 from tilesearch.runner.local import LocalRunner
-from tilesearch.runner.measure import MeasureSettings, adaptive, check, checked_peers, figures, racer
+from tilesearch.runner.measure import (
+    MeasureSettings,
+    adaptive,
+    check,
+    checked_peers,
+    figures,
+    racer,
+    together_key,
+)
 from tilesearch.space import Categorical, Config, Space
 from tilesearch.target import Target
 from tilesearch.testing.faulty import FaultyCpuOp
@@ -118,10 +126,10 @@ _PREPARED: list[tuple[Any, ...]] = []  # what prepare_together was given, for th
 
 def prepare_together(candidates: list[Candidate], settings: MeasureSettings, peers: Sequence[Any] = ()) -> dict[str, float]:
     """The CPU counterpart of :func:`tilesearch.runner.measure.prepare_together`, for the runner's
-    order of calls alone: it logs ``prepare`` and notes the candidates and seed, and
+    order of calls alone: it logs ``prepare`` and notes what it was given (:func:`together_key`), and
     :func:`measure_together` logs ``ready`` where it is given the same; it still checks them then."""
     _log("prepare")
-    _PREPARED[:] = [(tuple(c.key for c in candidates), settings.seed)]
+    _PREPARED[:] = [together_key(candidates, settings, peers)]
     return {"load and check": 0.0}
 
 
@@ -129,7 +137,7 @@ def measure_together(candidates: list[Candidate], settings: MeasureSettings, pee
     """The CPU counterpart of :func:`tilesearch.runner.measure.measure_together`: each candidate
     and each peer checked, then all that pass timed interleaved in the same 15 rounds (no
     baseline: the intervals are those of the medians)."""
-    if _PREPARED == [(tuple(c.key for c in candidates), settings.seed)]:
+    if _PREPARED == [together_key(candidates, settings, peers)]:
         _log("ready")
     _PREPARED.clear()
     _log("together")

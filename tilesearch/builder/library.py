@@ -12,12 +12,21 @@ where TVM-FFI looks for them when it loads the library), as read-only data: the 
 same (``tests/test_library.py`` compares the symbol's bytes, byte for byte, and loads both).
 Where the C array carries more than the bytes (a system library, a symbol prefix) or the
 platform is not Linux, TVM's own C array is written, as before.
+
+And the host code is compiled as what it is, C. TVM's "c" host target writes ``lib0.c`` (C, with
+``extern "C"`` guards for a C++ compiler), and TVM hands it to its default compiler, ``g++``, which
+parses it and TVM's runtime headers as C++: 0.20 s a configuration on the CPU machine, against
+0.07 s for ``gcc`` with the same file (2026-12-05), a seventh of a configuration's whole compile
+there. The library exports the same symbols and links the same libraries (``tests/test_library.py``
+compares them and calls the host function of both on the CPU). :func:`c_compiler` picks it; where
+there is none, TVM's compiler as before.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
 from typing import Any
 
@@ -47,6 +56,16 @@ def pack_imports(module: Any, is_system_lib: bool, prefix: str, workspace_dir: s
 
 
 @functools.cache
+def c_compiler() -> str | None:
+    """The C compiler for a host library's C code: the first of ``$CC``, ``gcc``, ``clang`` and ``cc``
+    found on the ``PATH``; None off Linux or where there is none (TVM's own compiler then)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    names = [os.environ["CC"]] if os.environ.get("CC") else []
+    return next((found for name in (*names, "gcc", "clang", "cc") if (found := shutil.which(name))), None)
+
+
+@functools.cache
 def install() -> None:
     """Makes TileLang's kernel cache write host libraries this way in this process (the cache is
     where a compiled kernel's library is made; an export links its own, TVM's way)."""
@@ -55,6 +74,10 @@ def install() -> None:
     own = TVMFFIKernelCache._get_export_kwargs
 
     def export_kwargs(kernel: Any) -> dict[str, Any]:
-        return {"fpack_imports": pack_imports, **own(kernel)}
+        kwargs = {"fpack_imports": pack_imports, **own(kernel)}
+        host = getattr(getattr(getattr(kernel, "artifact", None), "target_host", None), "kind", None)
+        if getattr(host, "name", None) == "c" and "fcompile" not in kwargs and (cc := c_compiler()):
+            kwargs["cc"] = cc  # the host code is C: see the module docstring
+        return kwargs
 
     TVMFFIKernelCache._get_export_kwargs = staticmethod(export_kwargs)

@@ -104,6 +104,7 @@ def test_the_host_code_compiled_as_c_is_the_library_tvms_cxx_compile_makes(tmp_p
     """The C compiler's library exports the same symbols, needs the same libraries and refuses the
     same calls, with the same words, as the one g++ makes of the same code (TVM's default)."""
     import torch
+
     from search_spaces.gemm import GemmOp
 
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))

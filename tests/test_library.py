@@ -73,7 +73,6 @@ def test_a_build_writes_its_cached_library_by_the_assembler(tmp_path, monkeypatc
     assert len(_embedded(libraries[0])[1]) > 10_000
 
 
-
 def _exported(path):
     """The library's defined dynamic symbols and the libraries it needs."""
     symbols = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True, text=True, check=True)
@@ -82,9 +81,11 @@ def _exported(path):
             {line.split()[-1] for line in needed.stdout.splitlines() if "(NEEDED)" in line})
 
 
-def _refusals(path, torch):
+def _refusals(path):
     """What the library's host function says to calls it must refuse on the CPU: its own checks of
     the arguments' count, type, shape and device, in the C code the host compiler compiled."""
+    import torch
+
     module = _embedded(path)[0]
     half = dict(dtype=torch.float16)
     calls = [(), (torch.zeros(4, 4),) * 3, (torch.zeros(3, 5, **half),) * 3,
@@ -103,8 +104,6 @@ def _refusals(path, torch):
 def test_the_host_code_compiled_as_c_is_the_library_tvms_cxx_compile_makes(tmp_path, monkeypatch):
     """The C compiler's library exports the same symbols, needs the same libraries and refuses the
     same calls, with the same words, as the one g++ makes of the same code (TVM's default)."""
-    import torch
-
     from search_spaces.gemm import GemmOp
 
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
@@ -115,6 +114,6 @@ def test_the_host_code_compiled_as_c_is_the_library_tvms_cxx_compile_makes(tmp_p
     executable.export_library(str(tmp_path / "cxx.so"), fpack_imports=library.pack_imports, cc=shutil.which("g++"))
     ours, theirs = _exported(tmp_path / "c.so"), _exported(tmp_path / "cxx.so")
     assert ours == theirs and {"__tvm_ffi_gemm", library.SYMBOL} <= ours[0]
-    said = _refusals(tmp_path / "c.so", torch)
-    assert said == _refusals(tmp_path / "cxx.so", torch)
+    said = _refusals(tmp_path / "c.so")
+    assert said == _refusals(tmp_path / "cxx.so")
     assert len(set(said)) == len(said) and "device" in said[-1].lower()  # four checks of the host code

@@ -68,16 +68,21 @@ def c_compiler() -> str | None:
 @functools.cache
 def install() -> None:
     """Makes TileLang's kernel cache write host libraries this way in this process (the cache is
-    where a compiled kernel's library is made; an export links its own, TVM's way)."""
+    where a compiled kernel's library is made; an export links its own, TVM's way), its C host
+    code compiled by :func:`c_compiler`."""
+    from tilelang.cache.kernel_cache import KernelCache
     from tilelang.jit.adapter.kernel_cache import TVMFFIKernelCache
 
     own = TVMFFIKernelCache._get_export_kwargs
+    own_source = KernelCache._get_source_compile_args  # TileLang's arguments for a C host code
 
     def export_kwargs(kernel: Any) -> dict[str, Any]:
-        kwargs = {"fpack_imports": pack_imports, **own(kernel)}
-        host = getattr(getattr(getattr(kernel, "artifact", None), "target_host", None), "kind", None)
-        if getattr(host, "name", None) == "c" and "fcompile" not in kwargs and (cc := c_compiler()):
-            kwargs["cc"] = cc  # the host code is C: see the module docstring
-        return kwargs
+        return {"fpack_imports": pack_imports, **own(kernel)}
+
+    def source_compile_args() -> dict[str, Any]:
+        args = own_source()
+        cc = c_compiler()  # None off Linux, where TileLang's own arguments name another compiler
+        return {**args, "cc": cc} if cc else args
 
     TVMFFIKernelCache._get_export_kwargs = staticmethod(export_kwargs)
+    KernelCache._get_source_compile_args = staticmethod(source_compile_args)

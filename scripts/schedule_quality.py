@@ -6,10 +6,8 @@ A replayed run launches, records and proposes in the same order as a run on the 
 figures (results reach the strategy in launch order, ``tests/test_pipeline.py``), so what it finds
 is what the schedule lets the strategy learn. ``extra=N`` keeps N more trials in flight than the
 loop does (``tuner.DEEPER``) (a deeper pipeline: more proposals made before the results they could have used).
-``order=cost,proposed`` compares each round launched cheapest to compile first (the op's ``compile_cost``, the
-loop's order) with the order proposed (the op's estimate made flat).
 
-usage: python scripts/schedule_quality.py [extra=0,8] [order=cost] [seeds=100] [strategy=tpe] DATASET...
+usage: python scripts/schedule_quality.py [extra=0,8] [seeds=100] [strategy=tpe] DATASET...
   e.g. python scripts/schedule_quality.py extra=0,8,12 experiments/data/gemm_*.jsonl.gz
 """
 
@@ -20,9 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from tilesearch import dataset, registry, tune, tuner
+from tilesearch import dataset, tune, tuner
 from tilesearch.builder import NullBuilder
-from tilesearch.op import Operator
 
 WORKERS = 15  # the GPU host's compile pool: 16 cores less one
 
@@ -31,16 +28,11 @@ class _Pool(NullBuilder):
     workers = WORKERS
 
 
-def found(path: str, extra: int, seeds: int, strategy: str, order: str = "cost") -> list[float]:
-    """The dataset's best latency over each seed's best found, with ``extra`` more in flight,
-    each round launched in ``order``."""
+def found(path: str, extra: int, seeds: int, strategy: str) -> list[float]:
+    """The dataset's best latency over each seed's best found, with ``extra`` more in flight."""
     data = dataset.load(path)
     best = data.best().latency_ms
-    op = type(registry.load(data.op))
     kept, tuner.DEEPER = tuner.DEEPER, extra
-    cost = op.compile_cost
-    if order == "proposed":
-        op.compile_cost = Operator.compile_cost
     try:
         shares = []
         for seed in range(seeds):
@@ -50,22 +42,20 @@ def found(path: str, extra: int, seeds: int, strategy: str, order: str = "cost")
         return shares
     finally:
         tuner.DEEPER = kept
-        op.compile_cost = cost
 
 
 def main(argv: list[str]) -> None:
     opts = dict(a.split("=", 1) for a in argv if "=" in a)
     paths = [a for a in argv if "=" not in a]
     extras = [int(x) for x in opts.get("extra", "0").split(",")]
-    orders = opts.get("order", "cost").split(",")
     seeds, strategy = int(opts.get("seeds", 100)), opts.get("strategy", "tpe")
     print(f"{strategy}, 48 trials, {WORKERS} compile workers, seeds 0-{seeds - 1}: best found / dataset's best")
-    print(f"{'dataset':44s} {'extra':>5s} {'order':>8s} {'mean':>7s} {'median':>7s} {'p25':>7s} {'min':>7s} {'>=0.97':>7s}")
+    print(f"{'dataset':44s} {'extra':>5s} {'mean':>7s} {'median':>7s} {'p25':>7s} {'min':>7s} {'>=0.97':>7s}")
     for path in paths:
-        for extra, order in [(e, o) for e in extras for o in orders]:
+        for extra in extras:
             start = time.time()
-            got = sorted(found(path, extra, seeds, strategy, order))
-            print(f"{Path(path).name.split('.')[0][:44]:44s} {extra:5d} {order:>8s} {statistics.mean(got):7.4f} "
+            got = sorted(found(path, extra, seeds, strategy))
+            print(f"{Path(path).name.split('.')[0][:44]:44s} {extra:5d} {statistics.mean(got):7.4f} "
                   f"{statistics.median(got):7.4f} {got[len(got) // 4]:7.4f} {got[0]:7.4f} "
                   f"{sum(g >= 0.97 for g in got):4d}/{len(got)}  ({time.time() - start:.0f} s)", flush=True)
 

@@ -605,9 +605,6 @@ class GemmOp(Operator):
     def estimate(self, problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> float:
         return gemm_model.estimate(problem, config, target)
 
-    def compile_cost(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> float:
-        return gemm_model.compile_cost(config)
-
     def rivals(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> list[Config]:
         return gemm_model.rivals(config)
 

@@ -382,33 +382,6 @@ def _fitted(space: Space, config: Config, depth: int) -> Config | None:
 FLIPPED_POLICY = {"full_row": "full_col", "full_col": "full_row"}
 
 
-def compile_cost(config: Mapping[str, Any]) -> float:
-    """Relative seconds to compile a GEMM configuration (:meth:`~tilesearch.op.Operator.compile_cost`).
-
-    A product of one factor per knob value, fitted to the logarithm of the compile seconds of 64
-    random configurations of 8192^3 float16, compiled one at a time with NVRTC on the CPU machine
-    (2026-12-06, ``experiments/results/fast/compile_cost_cpu_2026-12-06``; R^2 0.82, 0.5 to 3.0 s).
-    TileLang's own passes make the difference: a pipeline that is not warp-specialized takes
-    about twice as long to lower as one that is, and in README's main command on an H100 such
-    configurations compiled for up to 7-10 s among 15 compile processes, holding back every
-    result launched after them (RESULTS.md, fast-tuning issue).
-    """
-    cost = 1.0
-    if config.get("warp_specialize", "on") == "off":
-        cost *= 2.05
-    if config.get("persistent", False):
-        cost *= 1.30
-    if config.get("num_stages", 2) >= 3:
-        cost *= 1.22
-    if config.get("block_k", 64) >= 128:
-        cost *= 1.19
-    if not config.get("tma", True):
-        cost *= 1.17
-    if config.get("epilogue", "direct") == "direct":
-        cost *= 0.87
-    return cost
-
-
 def rivals(config: Mapping[str, Any]) -> list[Config]:
     """The same tile by two other routes, each several knobs from ``config``: the K step twice as
     wide and half as many stages deep (or half and twice), which keeps the bytes in flight; and

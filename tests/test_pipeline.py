@@ -5,7 +5,7 @@ from tilesearch.builder import NullBuilder
 from tilesearch.strategy import Strategy
 from tilesearch.strategy.base import Proposal
 from tilesearch.testing.synthetic import SyntheticRunner
-from tilesearch.testing.toy import TOY_OP, ToyOp
+from tilesearch.testing.toy import TOY_OP
 
 
 class _Measuring(SyntheticRunner):
@@ -221,51 +221,3 @@ def test_the_blind_start_launches_at_once_and_every_later_proposal_sees_the_resu
     ahead = sum(1 for n in before if 0 < n < blind)  # launched later before, with no result steering them
     assert ahead == round_ * ((blind - 1) // round_)
     assert now.count(0) == before.count(0) + ahead  # ... now with the first
-
-
-class _SlowDeep(ToyOp):
-    """A toy op whose deeper configurations take longer to compile, by its own estimate."""
-
-    def compile_cost(self, problem, config):
-        return float(config["depth"])
-
-
-class _Batches(_Watching):
-    """Proposes valid configurations, deepest first, and keeps each call's proposals."""
-
-    def __init__(self, blind: int) -> None:
-        super().__init__(blind)
-        self.batches = []
-
-    def propose(self, context, n):
-        out = sorted(super().propose(context, n), key=lambda p: -p.config["depth"])
-        self.batches.append([p.config for p in out])
-        return out
-
-
-class _Submitted(_JitteryBuilder):
-    def __init__(self, seed: int) -> None:
-        super().__init__(seed)
-        self.configs = []
-
-    def submit(self, candidate):
-        self.configs.append(candidate.config)
-        return super().submit(candidate)
-
-
-def test_each_round_launches_and_compiles_its_cheapest_configurations_first():
-    """Results are recorded in launch order and the next round waits for them: a slow compile
-    launched early held back every result after it. The op's ``compile_cost`` orders each round."""
-    builder, strategy = _Submitted(1), _Batches(blind=9)
-    tune(_SlowDeep(), {"size": 64}, runner=_Measuring(), builder=builder, strategy=strategy, trials=30,
-         storage=":memory:", progress=False, retime=0, polish=0)
-    assert len(strategy.batches) > 3 and any(len({c["depth"] for c in b}) > 1 for b in strategy.batches)
-    expected = [c for batch in strategy.batches for c in sorted(batch, key=lambda c: c["depth"])]
-    assert builder.configs == expected  # (as proposed, deepest first, before)
-
-
-def test_an_op_without_a_compile_cost_launches_as_proposed():
-    builder, strategy = _Submitted(1), _Batches(blind=9)
-    tune(TOY_OP, {"size": 64}, runner=_Measuring(), builder=builder, strategy=strategy, trials=30,
-         storage=":memory:", progress=False, retime=0, polish=0)
-    assert builder.configs == [c for batch in strategy.batches for c in batch]

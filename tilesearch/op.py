@@ -249,14 +249,6 @@ class Operator(abc.ABC):
         configurations of one problem matters. ``1.0`` for all (a flat prior) by default."""
         return 1.0
 
-    def compile_cost(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> float:
-        """Seconds one configuration takes to compile, relative to the others of the problem: of
-        it only the order matters. The tuning loop launches each round of proposals cheapest
-        first, so that the results its next proposals wait for (recorded in launch order) are
-        not held behind a slow compile. ``config`` has the operator's :attr:`defaults` filled in.
-        ``1.0`` for all (launch order as proposed) by default."""
-        return 1.0
-
     def rivals(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> list[Config]:
         """Configurations that do the same work as ``config`` by another route several knobs away
         (a GEMM's K step twice as wide and half as many stages deep: the same bytes in flight),

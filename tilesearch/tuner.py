@@ -582,26 +582,13 @@ class _Loop:
                 proposals = source.propose(self.context, want)
             if not proposals:
                 return True
-            for proposal in self._cheapest_first(proposals):
+            for proposal in proposals:
                 try:
                     with self.phases("database"):  # the trial's writes, and the claim
                         self._launch(proposal)
                 except optuna.exceptions.UpdateFinishedTrialError:
                     self.idle += 1  # another tuning process ended the trial meanwhile (its heartbeat lapsed)
         return False
-
-    def _cheapest_first(self, proposals: list[Any]) -> list[Any]:
-        """One round's proposals in the order they launch: the cheapest to compile first, by the
-        op's estimate (:meth:`~tilesearch.op.Operator.compile_cost`), else as proposed. Results
-        are recorded in launch order and the next round waits for them, so one slow compile
-        launched early held back every result after it: in README's main command on an H100
-        (2026-12-05) the fifth of the 27 start-up trials compiled for 7 s, and the GPU, having
-        measured every other one, waited 2.1 s for the next round. The compile pool takes them
-        in the same order. The order depends on the configurations alone, so a rerun with the
-        same seed still proposes the same ones (``tests/test_pipeline.py``)."""
-        op, problem = self.context.op, self.problem.to_dict()
-        costs = [op.compile_cost(problem, {**op.defaults, **p.config}) for p in proposals]
-        return [proposals[i] for i in sorted(range(len(proposals)), key=costs.__getitem__)]
 
     def _polish_may_compile(self) -> bool:
         """Whether the polish's kernels may compile ahead now: every search trial launched, and

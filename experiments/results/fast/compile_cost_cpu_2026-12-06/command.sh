@@ -1,5 +1,5 @@
 # Run as `bash experiments/results/fast/compile_cost_cpu_2026-12-06/command.sh` on the 2-core CPU machine (no GPU).
-# 2026-12-06: what makes a GEMM configuration slow to compile, for search_spaces.gemm_model.compile_cost: 64 random
+# 2026-12-06: what makes a GEMM configuration slow to compile (the compile_cost of 4868fe8, reverted in 5b2ac71): 64 random
 # configurations of 8192^3 float16 compiled one at a time with NVRTC from an empty cache, then a log-linear fit.
 set -eu
 D=experiments/results/fast/compile_cost_cpu_2026-12-06

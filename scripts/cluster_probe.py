@@ -17,7 +17,7 @@ warp specializations, the cluster program paired either way, cooperative and pin
 8192x8192x256 a search's clustered persistent kernel was 4.6% ahead of the template's of the same
 tile (H200, 2026-11-26); this asks how far that holds in K and across shapes.
 
-usage: python scripts/cluster_probe.py out=$OUT [rounds=200] [waits=tl,test] [set=short_k|long_k]
+usage: python scripts/cluster_probe.py out=$OUT [rounds=200] [waits=tl,test] [set=short_k|long_k|single]
 """
 
 from __future__ import annotations
@@ -97,8 +97,26 @@ LONG_K_VARIANTS = [
     ("m2 pingpong 128x128 s5", {"cluster": "m2", "persistent": True, "schedule": "pingpong", "block_n": 128,
                                 "num_stages": 5}),
 ]
+# set=single: the same shapes and README's 8192^3, the program's written-out pipeline in one block
+# (cluster="single": one stage of MMAs left in flight, no partner) beside the template (whose
+# consumers wait for each stage's MMAs: TileLang declines an MMA in flight under its automatic
+# warp specialization) and beside the same pipeline paired (n2): which of the two costs at long K
+SINGLE_PROBLEMS = LONG_K_PROBLEMS + [(dict(m=8192, n=8192, k=8192, dtype="float16", layout="nn"), LONG_K_TILE)]
+SINGLE_VARIANTS = [
+    ("template", {"cluster": "off"}),
+    ("template s3", {"cluster": "off", "num_stages": 3}),
+    ("single s4 direct", {"cluster": "single", "epilogue": "direct"}),
+    ("single s3", {"cluster": "single", "num_stages": 3}),
+    ("n2 s3", {"cluster": "n2", "num_stages": 3}),
+    ("single persistent s4 direct", {"cluster": "single", "persistent": True, "epilogue": "direct"}),
+    ("single persistent s3", {"cluster": "single", "persistent": True, "num_stages": 3}),
+    ("single pingpong 128x128 s5", {"cluster": "single", "persistent": True, "schedule": "pingpong",
+                                    "block_n": 128, "num_stages": 5}),
+    ("single pingpong 128x128 s4", {"cluster": "single", "persistent": True, "schedule": "pingpong",
+                                    "block_n": 128}),
+]
 SETS = {"cluster": (PROBLEMS, VARIANTS), "short_k": (SHORT_K_PROBLEMS, SHORT_K_VARIANTS),
-        "long_k": (LONG_K_PROBLEMS, LONG_K_VARIANTS)}
+        "long_k": (LONG_K_PROBLEMS, LONG_K_VARIANTS), "single": (SINGLE_PROBLEMS, SINGLE_VARIANTS)}
 
 
 # ``waits=tl,test``: the cluster program's stage-barrier waits rewritten in its generated CUDA (a

@@ -29,6 +29,13 @@ K, and block 1 sends its float32 partial sums into block 0's shared memory in on
 (distributed shared memory), which block 0 adds to its own before storing the tile. For the
 problems whose tiles leave SMs idle and whose K is long (1024 x 1024 x 14336: 0.93x cuBLAS with
 the second pass, RESULTS.md).
+
+``cluster="single"`` is the same written-out pipeline in one block, with no partner: its
+barriers local, no multicast. Why: where K is long the paired programs were 3-13% behind the
+template (RESULTS.md, "Long K"), and the template's consumers, under TileLang's automatic warp
+specialization, wait for each stage's MMAs to finish before they wait for the next stage
+(``warpgroup_wait<0>``: TileLang declines an MMA left in flight there), where this program keeps
+one stage's MMAs in flight. Without the pair, a probe tells which of the two differences costs.
 """
 
 # no "from __future__ import annotations": TileLang reads the kernel signature's annotations as objects
@@ -37,6 +44,9 @@ import math
 from typing import Any
 
 CLUSTERS = ("off", "m2", "n2", "k2")
+# "single": the program without a partner, for probes (scripts/cluster_probe.py set=single); not a
+# value of the search's knob until it is measured ahead of the template somewhere
+PROGRAMS = (*CLUSTERS[1:], "single")
 SCHEDULES = ("cooperative", "pingpong")
 # Registers per thread after the producer warp group gives its own back (setmaxnreg), with two
 # consumer warp groups: 40 x 128 + 232 x 256 = 64,512 of the SM's 65,536, as CUTLASS's Hopper
@@ -126,7 +136,7 @@ def cluster_gemm_program(
 
     from search_spaces.gemm import gemm_warp_policy, rasterized
 
-    assert cluster in CLUSTERS[1:], cluster
+    assert cluster in PROGRAMS, cluster
     policy = gemm_warp_policy(warp_policy)
     transpose_b = layout == "nt"
     out_dtype = out_dtype or dtype
@@ -140,15 +150,18 @@ def cluster_gemm_program(
     b_iters = math.ceil(b_k / block_k)  # B's own K tiles; A's walk takes them k_iters / b_iters times
     assert k_iters % b_iters == 0, "A's K tiles are a whole number of B's"
     consumers = threads // 128
-    along_m, split = cluster == "m2", cluster == "k2"
-    # the grid of pairs: whole pairs along the shared axis (k2: a pair is one tile)
+    along_m, split, single = cluster == "m2", cluster == "k2", cluster == "single"
+    size = 1 if single else 2  # blocks a cluster
+    # the grid of pairs: whole pairs along the shared axis (k2: a pair is one tile; single: a block)
     pairs_m = (tiles_m + 1) // 2 if along_m else tiles_m
-    pairs_n = tiles_n if along_m or split else (tiles_n + 1) // 2
+    pairs_n = tiles_n if along_m or split or single else (tiles_n + 1) // 2
     half = (k_iters + 1) // 2  # k2: rank 0's K tiles, rank 1 the rest
     pair_tiles = pairs_m * pairs_n
-    clusters = min(pair_tiles, num_sms // 2) if static_m else num_sms // 2
+    clusters = min(pair_tiles, num_sms // size) if static_m else num_sms // size
     waves = math.ceil(pair_tiles / clusters) if static_m else T.ceildiv(pair_tiles, clusters)
-    if persistent:
+    if single:
+        grid, dims = ((clusters,) if persistent else (tiles_n, tiles_m)), None
+    elif persistent:
         grid, dims = (clusters * 2,), (2, 1, 1)
     else:
         grid = (tiles_n, pairs_m * 2) if along_m else (pairs_n * 2, tiles_m)
@@ -162,7 +175,7 @@ def cluster_gemm_program(
     def tile_of(pair: Any, rank: Any) -> tuple[Any, Any]:
         """The (M, N) tile of block ``rank`` of linear pair ``pair``."""
         pm, pn = rasterized(pair, pairs_m, pairs_n, panel_size, raster)
-        if split:
+        if split or single:
             return pm, pn
         return (pm * 2 + rank, pn) if along_m else (pm, pn * 2 + rank)
 
@@ -177,7 +190,7 @@ def cluster_gemm_program(
         """The warp has waited for its MMAs on stage ``s`` (wgmma.wait_group is warp-aligned): one
         lane frees it in both blocks, as CUTLASS's pipelines do, not 32 arrives on one word."""
         if T.shuffle_elect(32):
-            if split:  # each block loads its own tiles: the stage is its own to free
+            if split or single:  # each block loads its own tiles: the stage is its own to free
                 T.mbarrier_arrive(empty[s])
             else:
                 T.mbarrier_arrive(empty[s], 0)
@@ -214,7 +227,7 @@ def cluster_gemm_program(
                 b_src = B[tn * block_n:(tn + 1) * block_n, kb * block_k:(kb + 1) * block_k]
             else:
                 b_src = B[kb * block_k:(kb + 1) * block_k, tn * block_n:(tn + 1) * block_n]
-            if split:
+            if split or single:
                 T.tma_copy(a_src, a_s[s, :, :], barrier=full[s])
                 T.tma_copy(b_src, b_s[s, :, :], barrier=full[s])
             elif along_m:
@@ -274,10 +287,21 @@ def cluster_gemm_program(
         if split:  # a lane of each consumer warp; the reduction's copy arrives once with its bytes
             empty = T.alloc_barrier([threads // 32] * num_stages)
             red_s, red_bar = T.alloc_shared((block_m, block_n), "float32"), T.alloc_cluster_barrier([1])
+        elif single:  # a lane of each warp that consumes a stage, in this block alone
+            empty = T.alloc_barrier([threads // tile_groups // 32] * num_stages)
+            red_s, red_bar = None, None
         else:  # a lane of each warp that consumes a stage, in both blocks
             empty = T.alloc_cluster_barrier([threads // tile_groups // 32 * 2] * num_stages)
             red_s, red_bar = None, None
         return a_s, b_s, c_s, acc, full, empty, red_s, red_bar
+
+    @T.macro
+    def sync():
+        """Every block of the cluster here (one block alone: its threads)."""
+        if single:
+            T.sync_threads()
+        else:
+            T.cluster_sync()
 
     # Each role runs its own loop (the producer's and each consumer group's), as CUTLASS's kernels
     # do: a tile's accumulators are written and read within one branch of one role, so ptxas sees
@@ -296,27 +320,27 @@ def cluster_gemm_program(
             with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as bx:
                 T.import_source(SPIN_WAIT)
                 a_s, b_s, c_s, acc, full, empty, red_s, red_bar = buffers()
-                T.cluster_sync()  # both blocks' barriers exist before either arrives remotely
+                sync()  # both blocks' barriers exist before either arrives remotely
                 with T.ws(consumers):
                     if consumers == 2:
                         T.dec_max_nreg(PRODUCER_REGISTERS)
                     for w in T.serial(waves):
-                        pair = w * clusters + bx // 2
+                        pair = w * clusters + bx // size
                         if pair < pair_tiles:  # the same for both blocks of the pair
-                            tm, tn = tile_of(pair, bx % 2)
-                            produce(A, B, a_s, b_s, full, empty, tm, tn, w * k_iters, bx % 2)
+                            tm, tn = tile_of(pair, bx % size)
+                            produce(A, B, a_s, b_s, full, empty, tm, tn, w * k_iters, bx % size)
                 for i, wgs in enumerate(owners):
                     with T.ws(*wgs):
                         if consumers == 2:
                             T.inc_max_nreg(CONSUMER_REGISTERS)
                         for w in T.serial(waves):
-                            pair = w * clusters + bx // 2
+                            pair = w * clusters + bx // size
                             # ping-pong: warp group w % 2 takes the tile
                             if pair < pair_tiles and (not pingpong or w % 2 == i):
-                                tm, tn = tile_of(pair, bx % 2)
-                                consume(C, a_s, b_s, c_s[i], acc[i], full, empty, tm, tn, w * k_iters, wgs, w, bx % 2,
+                                tm, tn = tile_of(pair, bx % size)
+                                consume(C, a_s, b_s, c_s[i], acc[i], full, empty, tm, tn, w * k_iters, wgs, w, bx % size,
                                         red_s, red_bar)
-                T.cluster_sync()
+                sync()
 
         return gemm_cluster_persistent
 
@@ -329,12 +353,12 @@ def cluster_gemm_program(
         with T.Kernel(*grid, threads=threads + 128, cluster_dims=dims) as (bx, by):
             T.import_source(SPIN_WAIT)
             a_s, b_s, c_s, acc, full, empty, red_s, red_bar = buffers()
-            rank = by % 2 if along_m else bx % 2
+            rank = by % 2 if along_m else bx % size
             if along_m:
                 tm, tn = tile_of(by // 2 * tiles_n + bx, rank)
             else:
-                tm, tn = tile_of(by * pairs_n + bx // 2, rank)
-            T.cluster_sync()  # both blocks' barriers exist before either arrives remotely
+                tm, tn = tile_of(by * pairs_n + bx // size, rank)
+            sync()  # both blocks' barriers exist before either arrives remotely
             with T.ws(consumers):
                 if consumers == 2:
                     T.dec_max_nreg(PRODUCER_REGISTERS)
@@ -344,6 +368,6 @@ def cluster_gemm_program(
                     T.inc_max_nreg(CONSUMER_REGISTERS)
                 consume(C, a_s, b_s, c_s[0], acc[0], full, empty, tm, tn, 0, tuple(range(consumers)), 0, rank, red_s,
                         red_bar)
-            T.cluster_sync()
+            sync()
 
     return gemm_cluster

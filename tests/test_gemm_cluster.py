@@ -213,6 +213,50 @@ def test_the_cluster_program_is_correct_against_float64_on_a_gpu():
     assert not failures, failures
 
 
+# the program without a partner (cluster="single"), a probe's variant: local barriers, no multicast
+SINGLE_CASES = {
+    "single_nt_bf16_odd": ((2000, 3000, 1000, "bfloat16", "nt"), dict(cluster="single", num_stages=4)),
+    "single_nn_fp16_smem": ((1024, 2048, 4096, "float16", "nn"),
+                            dict(cluster="single", epilogue="smem", num_stages=3, panel_size=0)),
+    "single_persistent_odd": ((3000, 5000, 4000, "bfloat16", "nt"),
+                              dict(cluster="single", persistent=True, block_n=128, num_stages=2)),
+    "single_pingpong_smem": ((4096, 4096, 4096, "bfloat16", "nt"),
+                             dict(cluster="single", persistent=True, schedule="pingpong", block_n=128,
+                                  epilogue="smem", num_stages=5)),
+}
+
+
+def single_candidate(name, target=H100):
+    (m, n, k, dtype, layout), knobs = SINGLE_CASES[name]
+    return Candidate("gemm", dict(m=m, n=n, k=k, dtype=dtype, layout=layout), {**BASE, **knobs}, target)
+
+
+def test_the_single_block_program_is_no_value_of_the_searched_knob():
+    assert "single" not in gemm.CLUSTERS
+    for name in SINGLE_CASES:
+        c = single_candidate(name)
+        assert why(c.problem, **c.config) is None, name
+
+
+@pytest.mark.nvcc
+def test_the_single_block_program_keeps_its_barriers_local():
+    compile_all(single_candidate, SINGLE_CASES, H100)
+    for name in SINGLE_CASES:
+        c = single_candidate(name)
+        src = OP.build(OP.problem(**c.problem), c.config, H100).get_kernel_source()
+        assert "multicast" not in src and "cluster_sync" not in src and "arrive(0u)" not in src, name
+        owners = 2 if c.config.get("schedule") == "pingpong" else 1
+        assert re.search(r"empty\[0\]\.init\(" + str(c.config["threads"] // owners // 32) + r"\)", src), name
+        # one MMA stage stays in flight: the stage before is released after the wait for all but one
+        assert "tl::wait_wgmma<1>();" in src and "ts_spin_wait(empty[" in src, name
+
+
+@pytest.mark.gpu
+def test_the_single_block_program_is_correct_against_float64_on_a_gpu():
+    failures = failures_against_float64(single_candidate, SINGLE_CASES)
+    assert not failures, failures
+
+
 def test_the_knob_ablation_adds_the_knob_the_space_leaves_out():
     import importlib.util
     from pathlib import Path

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -102,6 +103,20 @@ LONG_K_VARIANTS = [
 # consumers wait for each stage's MMAs: TileLang declines an MMA in flight under its automatic
 # warp specialization) and beside the same pipeline paired (n2): which of the two costs at long K
 SINGLE_PROBLEMS = LONG_K_PROBLEMS + [(dict(m=8192, n=8192, k=8192, dtype="float16", layout="nn"), LONG_K_TILE)]
+# set=single_parts: where the single-block pipeline loses to the template (H100, 2026-12-06: 4-9% at
+# the long-K shapes), each of its differences undone in its generated CUDA (:data:`REWRITES`)
+PARTS_PROBLEMS = [(dict(m=m, n=n, k=k, dtype=dtype, layout=layout), LONG_K_TILE) for m, n, k, dtype, layout in (
+    (2048, 4096, 4096, "bfloat16", "nt"), (2048, 4096, 14336, "bfloat16", "nt"), (8192, 8192, 8192, "float16", "nn"))]
+SINGLE_DIRECT = {"cluster": "single", "epilogue": "direct"}
+PARTS_VARIANTS = [
+    ("template", {"cluster": "off"}),
+    ("template direct", {"cluster": "off", "epilogue": "direct"}),
+    ("single direct", SINGLE_DIRECT),
+    ("single direct tl waits", {**SINGLE_DIRECT, "rewrite": "tl_waits"}),
+    ("single direct one arrive", {**SINGLE_DIRECT, "rewrite": "one_arrive"}),
+    ("single direct release now", {**SINGLE_DIRECT, "rewrite": "release_now"}),
+    ("single direct all three", {**SINGLE_DIRECT, "rewrite": "tl_waits+one_arrive+release_now"}),
+]
 SINGLE_VARIANTS = [
     ("template", {"cluster": "off"}),
     ("template s3", {"cluster": "off", "num_stages": 3}),
@@ -116,7 +131,8 @@ SINGLE_VARIANTS = [
                                     "block_n": 128}),
 ]
 SETS = {"cluster": (PROBLEMS, VARIANTS), "short_k": (SHORT_K_PROBLEMS, SHORT_K_VARIANTS),
-        "long_k": (LONG_K_PROBLEMS, LONG_K_VARIANTS), "single": (SINGLE_PROBLEMS, SINGLE_VARIANTS)}
+        "long_k": (LONG_K_PROBLEMS, LONG_K_VARIANTS), "single": (SINGLE_PROBLEMS, SINGLE_VARIANTS),
+        "single_parts": (PARTS_PROBLEMS, PARTS_VARIANTS)}
 
 
 # ``waits=tl,test``: the cluster program's stage-barrier waits rewritten in its generated CUDA (a
@@ -132,7 +148,6 @@ WAITS = {
 def rewrite_waits(code: str, wait: str) -> str:
     """``code`` (a cluster kernel's CUDA) with every stage barrier's ``.wait(phase)`` calling
     :data:`WAITS`'s ``wait`` instead; other kernels as they are."""
-    import re
 
     if "gemm_cluster" not in code:
         return code
@@ -145,14 +160,46 @@ def rewrite_waits(code: str, wait: str) -> str:
     return code[:start] + WAITS[wait] + "\n\n" + code[start:]
 
 
-def rewritten(op: Any, problem: Any, config: dict[str, Any], target: Any, wait: str) -> Any:
-    """The configuration's kernel compiled again with :func:`rewrite_waits` (TileLang's caches off,
-    so that the rewritten code is what runs)."""
+def one_arrive(code: str) -> str:
+    """The producer's stage barriers counting one arrival, the elected thread's after its loads (as
+    the template's), instead of all 128 threads'."""
+    code, inits = re.subn(r"(full\[\d+\]\.init\()128\)", r"\g<1>1)", code)
+    code, moved = re.subn(r"\}\n(\s*)(full\[[^\]]+\]\.arrive\(\);)", r"  \2\n\1}", code)
+    if not inits or moved != 1:
+        raise ValueError(f"one_arrive: {inits} inits and {moved} arrives rewritten")
+    return code
+
+
+def release_now(code: str) -> str:
+    """The consumers wait for all of a stage's MMAs and free that stage at once (as the template's
+    do), instead of leaving one stage's MMAs in flight and freeing the stage before."""
+    pattern = (r"tl::wait_wgmma<1>\(\);\s*if \(0 < (\w+)\) \{\s*if \(tl::tl_shuffle_elect<32>\(\)\) \{\s*"
+               r"empty\[\(\(\1 \+ 3\) & 3\)\]\.arrive\(\);\s*\}\s*\}(\s*)\}\s*tl::wait_wgmma<0>\(\);\s*"
+               r"if \(tl::tl_shuffle_elect<32>\(\)\) \{\s*empty\[3\]\.arrive\(\);\s*\}")
+    code, n = re.subn(pattern, r"tl::wait_wgmma<0>();\n      if (tl::tl_shuffle_elect<32>()) {\n"
+                      r"        empty[(\1 & 3)].arrive();\n      }\2}", code)
+    if n != 1:
+        raise ValueError(f"release_now: {n} loops rewritten (a 4-stage single-block kernel expected)")
+    return code
+
+
+REWRITES = {"tl_waits": lambda code: rewrite_waits(code, "tl"), "one_arrive": one_arrive, "release_now": release_now}
+
+
+def rewrite(code: str, names: str) -> str:
+    for name in names.split("+"):
+        code = REWRITES[name](code)
+    return code
+
+
+def rewritten(op: Any, problem: Any, config: dict[str, Any], target: Any, wait: str, how: Any = None) -> Any:
+    """The configuration's kernel compiled again with :func:`rewrite_waits` (or ``how``, a
+    function of the code; TileLang's caches off, so that the rewritten code is what runs)."""
     import tilelang
     from tilelang.engine.callback import register_cuda_postproc
 
     tilelang.disable_cache()
-    register_cuda_postproc(lambda code, _target: rewrite_waits(code, wait))
+    register_cuda_postproc(lambda code, _target: how(code) if how else rewrite_waits(code, wait))
     try:
         return op.build(problem, config, target)
     finally:
@@ -180,9 +227,11 @@ def main(argv: list[str]) -> int:
     from tilesearch.records import Candidate
 
     with LocalBuilder(workers=15, timeout=600) as builder:
-        futures = [builder.submit(Candidate("gemm", prob, {**TILE, **tile, **knobs}, target))
-                   for prob, tile in problems for _, knobs in variants
-                   if op.space(op.problem(**prob), target).unmet({**TILE, **tile, **knobs}) is None]
+        configs = [{**TILE, **tile, **{k: v for k, v in knobs.items() if k != "rewrite"}}
+                   for prob, tile in problems for _, knobs in variants]
+        probs = [prob for prob, tile in problems for _ in variants]
+        futures = [builder.submit(Candidate("gemm", prob, config, target)) for prob, config in zip(probs, configs)
+                   if op.space(op.problem(**prob), target).unmet(config) is None]
         for future in futures:
             future.result()
     waits = [w for w in opts.get("waits", "").split(",") if w]
@@ -195,13 +244,18 @@ def main(argv: list[str]) -> int:
         references = op.reference(problem, inputs)
         fns, labels, rows = [], [], []
         for label, knobs in variants:
+            knobs = dict(knobs)
+            how = knobs.pop("rewrite", None)
             config = {**TILE, **tile, **knobs}
             why = op.space(problem, target).unmet(config)
             if why:
                 rows.append({"label": label, "status": "invalid", "error": why})
                 continue
             try:
-                kernel = op.build(problem, config, target)
+                if how:
+                    kernel = rewritten(op, problem, config, target, "", lambda code, how=how: rewrite(code, how))
+                else:
+                    kernel = op.build(problem, config, target)
             except Exception as e:  # noqa: BLE001 - a variant that does not build is a row
                 rows.append({"label": label, "status": "compile_error", "error": str(e)[-300:]})
                 continue

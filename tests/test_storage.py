@@ -192,3 +192,23 @@ def test_a_storage_of_an_older_schema_is_refused_though_the_newest_schema_is_rea
     for read_only in (False, True):
         with pytest.raises(StorageError, match="no longer compatible with the table schema.*optuna storage upgrade"):
             open_storage(url, read_only=read_only)
+
+
+@pytest.mark.parametrize("kind", storages.SHARED)
+def test_a_records_attributes_are_written_together_and_read_back_as_optuna_writes_them(kind, tmp_path):
+    from tilesearch.storage import set_trial_user_attrs
+
+    url, name = storages.url(kind, tmp_path), storages.study("attrs")
+    db = TuningDatabase(url, name)
+    trial = db.study.ask()
+    db.study.tell(db.study.ask(), 1.0)
+    first = {"latency_ms": 1.25, "runs": [1, 2], "phases": {"load": 0.5}, "error": None, "note": "a\"b"}
+    set_trial_user_attrs(db.storage, trial._trial_id, first)
+    set_trial_user_attrs(db.storage, trial._trial_id, {"latency_ms": 1.5, "status": "ok"})  # one replaced, one new
+    set_trial_user_attrs(db.storage, trial._trial_id, {})
+    read = open_storage(url).get_trial(trial._trial_id).user_attrs
+    assert read == {**first, "latency_ms": 1.5, "status": "ok"}
+    finished = db.study.trials[1]
+    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
+        set_trial_user_attrs(db.storage, finished._trial_id, {"x": 1})
+    assert "x" not in open_storage(url).get_trial(finished._trial_id).user_attrs

@@ -17,7 +17,7 @@ warp specializations, the cluster program paired either way, cooperative and pin
 8192x8192x256 a search's clustered persistent kernel was 4.6% ahead of the template's of the same
 tile (H200, 2026-11-26); this asks how far that holds in K and across shapes.
 
-usage: python scripts/cluster_probe.py out=$OUT [rounds=200] [waits=tl,test] [set=short_k|long_k|single]
+usage: python scripts/cluster_probe.py out=$OUT [rounds=200] [waits=tl,test] [set=short_k|long_k|single|single_parts|chunked]
 """
 
 from __future__ import annotations
@@ -130,9 +130,27 @@ SINGLE_VARIANTS = [
     ("single pingpong 128x128 s4", {"cluster": "single", "persistent": True, "schedule": "pingpong",
                                     "block_n": 128}),
 ]
+# set=chunked: the cluster program's epilogue that stores 64 columns at a time through two small staging
+# buffers (epilogue="chunked"), so that at 128x256 four stages fit and the persistent loop's stores overlap
+# the next tile's loads: the template's lead at long K is its shared-memory epilogue (set=single_parts)
+CHUNKED_PROBLEMS = SINGLE_PROBLEMS + [(dict(m=8192, n=8192, k=256, dtype="bfloat16", layout="nt"), LONG_K_TILE)]
+CHUNKED = {"epilogue": "chunked"}
+CHUNKED_VARIANTS = [
+    ("template", {"cluster": "off"}),
+    ("single persistent", {"cluster": "single", "persistent": True, **CHUNKED}),
+    ("single", {"cluster": "single", **CHUNKED}),
+    ("n2 persistent", {"cluster": "n2", "persistent": True, **CHUNKED}),
+    ("m2 persistent", {"cluster": "m2", "persistent": True, **CHUNKED}),
+    ("single pingpong 128x128 s5", {"cluster": "single", "persistent": True, "schedule": "pingpong",
+                                    "block_n": 128, "num_stages": 5, **CHUNKED}),
+    ("n2 pingpong 128x128 s5", {"cluster": "n2", "persistent": True, "schedule": "pingpong", "block_n": 128,
+                                "num_stages": 5, **CHUNKED}),
+    ("n2 pingpong 128x128 s4 smem", {"cluster": "n2", "persistent": True, "schedule": "pingpong", "block_n": 128,
+                                     "panel_size": 4}),
+]
 SETS = {"cluster": (PROBLEMS, VARIANTS), "short_k": (SHORT_K_PROBLEMS, SHORT_K_VARIANTS),
         "long_k": (LONG_K_PROBLEMS, LONG_K_VARIANTS), "single": (SINGLE_PROBLEMS, SINGLE_VARIANTS),
-        "single_parts": (PARTS_PROBLEMS, PARTS_VARIANTS)}
+        "single_parts": (PARTS_PROBLEMS, PARTS_VARIANTS), "chunked": (CHUNKED_PROBLEMS, CHUNKED_VARIANTS)}
 
 
 # ``waits=tl,test``: the cluster program's stage-barrier waits rewritten in its generated CUDA (a

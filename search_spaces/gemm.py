@@ -186,6 +186,9 @@ def smem_bytes(config: Mapping[str, Any], dtype: str, out_bytes: int | None = No
     operands = c["num_stages"] * (c["block_m"] * c["block_k"] + c["block_k"] * c["block_n"]) * element_bytes(dtype)
     if c.get("cluster", "off") == "k2":  # the partner's partial sums, kept apart from the rest
         operands += c["block_m"] * c["block_n"] * 4
+    if c.get("epilogue", "direct") == "chunked":  # the cluster program's two staging buffers of CHUNK columns
+        groups = 2 if c.get("schedule", "cooperative") == "pingpong" else 1
+        return operands + groups * 2 * c["block_m"] * gemm_cluster.CHUNK * (out_bytes or element_bytes(dtype))
     if c.get("epilogue", "direct") != "smem":
         return operands
     if out_bytes is None:
@@ -294,6 +297,11 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
         return None
 
     def clustered(c: Mapping[str, Any]) -> str | None:
+        if c.get("epilogue", "direct") == "chunked":
+            if c.get("cluster", "off") == "off" or c.get("split_k", 1) > 1 or c.get("stream_k", 1) > 1:
+                return "epilogue: chunked is an epilogue of the cluster program (cluster=m2, n2 or single)"
+            if c["block_n"] % gemm_cluster.CHUNK:
+                return f"epilogue: chunked stores {gemm_cluster.CHUNK} columns at a time, which block_n must be a multiple of"
         if c.get("cluster", "off") == "off":
             if c.get("schedule", "cooperative") != "cooperative":
                 return "schedule: ping-pong is a schedule of the cluster program (cluster=m2 or n2)"
@@ -379,8 +387,8 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
         # where K is short the program's gain is its persistent loop storing one tile through
         # shared memory while it loads the next: in an H200 search at 8192x8192x256 (2026-12-03)
         # its other kernels were 0.29-0.60x cuBLAS, and a third of the space, they took 14 of 40 trials
-        if short_k and not (c.get("persistent", False) and c.get("epilogue", "direct") == "smem"):
-            return "cluster: where K is short only the persistent program with the smem epilogue is worth compiling"
+        if short_k and not (c.get("persistent", False) and c.get("epilogue", "direct") in ("smem", "chunked")):
+            return "cluster: where K is short only the persistent program storing through shared memory is worth compiling"
         if cluster == "k2":
             if c.get("persistent", False):
                 return "cluster: k2 reduces one tile per pair of blocks (no persistent loop)"

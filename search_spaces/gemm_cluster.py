@@ -47,6 +47,10 @@ CLUSTERS = ("off", "m2", "n2", "k2")
 # "single": the program without a partner, for probes (scripts/cluster_probe.py set=single); not a
 # value of the search's knob until it is measured ahead of the template somewhere
 PROGRAMS = (*CLUSTERS[1:], "single")
+# epilogue="chunked" (the cluster program's alone, for probes): the tile stored this many columns
+# at a time by TMA through two small staging buffers, so that at 128x256 four stages still fit
+# (the whole-tile staging buffer of "smem" leaves room for three) and the stores overlap what follows
+CHUNK = 64
 SCHEDULES = ("cooperative", "pingpong")
 # Registers per thread after the producer warp group gives its own back (setmaxnreg), with two
 # consumer warp groups: 40 x 128 + 232 x 256 = 64,512 of the SM's 65,536, as CUTLASS's Hopper
@@ -166,7 +170,8 @@ def cluster_gemm_program(
     else:
         grid = (tiles_n, pairs_m * 2) if along_m else (pairs_n * 2, tiles_m)
         dims = (1, 2, 1) if along_m else (2, 1, 1)
-    smem_out = epilogue == "smem"
+    smem_out, chunked = epilogue == "smem", epilogue == "chunked"
+    assert not chunked or block_n % CHUNK == 0, f"chunked: block_n a multiple of {CHUNK}"
     pingpong = schedule == "pingpong"
     assert not pingpong or (persistent and consumers == 2), "ping-pong: two consumer warp groups in a persistent loop"
     assert not split or not persistent, "k2: one tile per pair (its reduction barrier is used once)"
@@ -268,6 +273,19 @@ def cluster_gemm_program(
             reduce(acc, red_s, red_bar, rank, wgs)
         if split and rank == 1:
             T.evaluate(0)  # its partial sums went to its partner, which stores the tile
+        elif chunked:
+            # CHUNK columns at a time through two staging buffers: a buffer is written again once
+            # the store issued from it two chunks before has read it (the stores stay in flight
+            # meanwhile, and across tiles into the next tile's main loop)
+            for j in T.unroll(block_n // CHUNK):
+                T.tma_store_wait(1)
+                T.sync_threads(1 + wgs[0], 128 * len(wgs))
+                for i, jj in T.Parallel(block_m, CHUNK):
+                    c_s[j % 2, i, jj] = acc[i, j * CHUNK + jj]
+                T.fence_proxy_async()
+                T.sync_threads(1 + wgs[0], 128 * len(wgs))
+                T.tma_copy(c_s[j % 2, :, :], C[tm * block_m:(tm + 1) * block_m,
+                                                tn * block_n + j * CHUNK:tn * block_n + (j + 1) * CHUNK])
         elif smem_out:
             # the last tile's TMA store may still read the staging tile (one thread waits for it)
             T.sync_threads(1 + wgs[0], 128 * len(wgs))
@@ -281,7 +299,8 @@ def cluster_gemm_program(
     def buffers():
         a_s = T.alloc_shared((num_stages, block_m, block_k), dtype)
         b_s = T.alloc_shared((num_stages,) + b_tile, dtype)
-        c_s = [T.alloc_shared((block_m, block_n), out_dtype) if smem_out else None for _ in range(tile_groups)]
+        staging = (2, block_m, CHUNK) if chunked else (block_m, block_n)
+        c_s = [T.alloc_shared(staging, out_dtype) if smem_out or chunked else None for _ in range(tile_groups)]
         acc = [T.alloc_fragment((block_m, block_n), "float32") for _ in range(tile_groups)]
         full = T.alloc_barrier([128] * num_stages)
         if split:  # a lane of each consumer warp; the reduction's copy arrives once with its bytes
@@ -294,6 +313,12 @@ def cluster_gemm_program(
             empty = T.alloc_cluster_barrier([threads // tile_groups // 32 * 2] * num_stages)
             red_s, red_bar = None, None
         return a_s, b_s, c_s, acc, full, empty, red_s, red_bar
+
+    @T.macro
+    def drain():
+        """chunked: the block's last stores have read their staging buffers before it leaves."""
+        if chunked:
+            T.tma_store_wait(0)
 
     @T.macro
     def sync():
@@ -340,6 +365,7 @@ def cluster_gemm_program(
                                 tm, tn = tile_of(pair, bx % size)
                                 consume(C, a_s, b_s, c_s[i], acc[i], full, empty, tm, tn, w * k_iters, wgs, w, bx % size,
                                         red_s, red_bar)
+                        drain()
                 sync()
 
         return gemm_cluster_persistent
@@ -368,6 +394,7 @@ def cluster_gemm_program(
                     T.inc_max_nreg(CONSUMER_REGISTERS)
                 consume(C, a_s, b_s, c_s[0], acc[0], full, empty, tm, tn, 0, tuple(range(consumers)), 0, rank, red_s,
                         red_bar)
+                drain()
             sync()
 
     return gemm_cluster

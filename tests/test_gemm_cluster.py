@@ -128,7 +128,8 @@ CASES = {
     # an odd number of K tiles (block 0 takes the extra one)
     "k2_long_k": ((1024, 1024, 14336, "float16", "nn"), dict(cluster="k2", block_n=128)),
     "k2_odd_smem": ((300, 1000, 4000, "bfloat16", "nt"),
-                    dict(cluster="k2", block_n=128, threads=128, epilogue="smem", num_stages=3)),
+                    dict(cluster="k2", block_n=128, threads=128, epilogue="smem", num_stages=3)),    # the tile stored 64 columns at a time through two staging buffers (epilogue="chunked")
+    "n2_chunked_nn_fp16": ((2048, 4096, 1000, "float16", "nn"), dict(cluster="n2", epilogue="chunked")),
 }
 
 
@@ -223,6 +224,13 @@ SINGLE_CASES = {
     "single_pingpong_smem": ((4096, 4096, 4096, "bfloat16", "nt"),
                              dict(cluster="single", persistent=True, schedule="pingpong", block_n=128,
                                   epilogue="smem", num_stages=5)),
+    # the tile stored 64 columns at a time through two staging buffers; edges of M and N, whole
+    # chunks past N (TMA skips them), the stores in flight across a persistent loop's tiles
+    "single_chunked_persistent_odd": ((3000, 5000, 4000, "bfloat16", "nt"),
+                                      dict(cluster="single", persistent=True, epilogue="chunked")),
+    "single_chunked_pingpong": ((4096, 4096, 2048, "float16", "nt"),
+                                dict(cluster="single", persistent=True, schedule="pingpong", block_n=128,
+                                     epilogue="chunked", num_stages=5)),
 }
 
 
@@ -249,6 +257,18 @@ def test_the_single_block_program_keeps_its_barriers_local():
         assert re.search(r"empty\[0\]\.init\(" + str(c.config["threads"] // owners // 32) + r"\)", src), name
         # one MMA stage stays in flight: the stage before is released after the wait for all but one
         assert "tl::wait_wgmma<1>();" in src and "ts_spin_wait(empty[" in src, name
+        if c.config["epilogue"] == "chunked":
+            # a staging buffer is written once the store issued from it before has read it
+            assert src.count("tl::tma_store_wait<1, true>();") == (2 if owners == 2 else 1), name
+            assert "tl::tma_store_arrive();" in src and "tl::tma_store_wait<0, true>();" in src, name
+
+
+def test_the_chunked_epilogue_is_the_cluster_programs_and_fits_four_stages_at_128x256():
+    square = dict(m=4096, n=4096, k=4096)
+    assert "cluster program" in why(square, epilogue="chunked")
+    assert "multiple of" in why(dict(m=4096, n=4608, k=4096), cluster="single", epilogue="chunked", block_n=144)
+    assert why(square, cluster="single", epilogue="chunked") is None  # 4 stages: 192 KiB + 2 x 16 KiB
+    assert "shared memory" in why(square, cluster="single", epilogue="smem")
 
 
 @pytest.mark.gpu

@@ -129,6 +129,59 @@ def test_the_runner_takes_a_compiled_kernel_while_an_older_one_compiles_and_resu
     assert recorded == sorted(recorded) and len(recorded) == 8  # launch order, as the strategy sees them
 
 
+class _StuckFirst(_JitteryBuilder):
+    """The first candidate compiles for ``first_s``, the others at once; notes when each was submitted
+    and when the first compile ended."""
+
+    def __init__(self, first_s: float) -> None:
+        super().__init__(0)
+        self.first_s = first_s
+        self.submitted: list[float] = []
+        self.first_done: float | None = None
+
+    def submit(self, candidate):
+        import time
+
+        from tilesearch.records import BuildResult
+
+        first = not self.submitted
+        self.submitted.append(time.perf_counter())
+
+        def build():
+            if first:
+                time.sleep(self.first_s)
+                self.first_done = time.perf_counter()
+            return BuildResult(candidate, ok=True)
+        return self.pool.submit(build)
+
+
+@pytest.mark.parametrize("patience, passes", [(0.3, True), (30.0, False)])
+def test_a_compile_that_holds_the_gpu_up_past_patience_is_passed(monkeypatch, patience, passes):
+    """Once the oldest trial has compiled for PATIENCE s with every other kernel measured, the results
+    after it are recorded and the pipeline refills: the whole budget is launched while it compiles.
+    Within its patience, results keep launch order and the pipeline waits (3 workers: 7 in flight)."""
+    from tilesearch import tuner
+    from tilesearch.database import TuningDatabase
+
+    monkeypatch.setattr(tuner, "PATIENCE", patience)
+    recorded = []
+    record = TuningDatabase.record
+    monkeypatch.setattr(TuningDatabase, "record",
+                        lambda self, trial, build, run: (recorded.append(trial.number), record(self, trial, build, run))[1])
+    builder = _StuckFirst(first_s=1.5)
+    result = tune(TOY_OP, {"size": 64}, runner=_Measuring(), builder=builder, strategy="random", trials=16,
+                  storage=":memory:", progress=False, retime=0, polish=0)
+    assert result.measured_now == 16 and sorted(recorded) == list(range(16))
+    first = recorded.index(0)
+    launched_meanwhile = sum(t < builder.first_done for t in builder.submitted)
+    if passes:
+        assert first == 15 and result.passed == 15  # recorded last, everything else past it
+        assert launched_meanwhile == 16
+    else:
+        assert recorded == list(range(16)) and result.passed == 0
+        assert launched_meanwhile == 7  # the pipeline's depth: it waited
+
+
 def test_the_runner_measures_on_while_the_tuning_process_records(monkeypatch):
     # a raced trial is timed in about 0.1 s, its record took about as long: the GPU waited on it
     import time

@@ -218,6 +218,9 @@ def cmd_tune(args: list[str]) -> int:
         if result.measured_now:
             print(f"raced: {result.raced} of {result.measured_now} trials stopped being timed once clearly "
                   "slower than the best so far (their intervals are wider than +-1%)")
+            if result.passed:
+                print(f"passed: {result.passed} results recorded before an older trial's, whose compile "
+                      "held the GPU up (launch order kept otherwise)")
         print(phases.table(result.phases, result.wall_s))
     for note in result.notes:
         print(f"note: {note}")

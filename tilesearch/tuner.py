@@ -5,7 +5,7 @@ proposals while the runner measures the kernels already compiled, one at a time.
 measures in a thread of its own that takes each kernel as it compiles (:mod:`tilesearch.runner.feed`),
 so that the GPU times the next kernel while the tuning process records the last results and
 proposes; the strategy still sees the results in launch order, each recorded before the
-proposals that follow it.
+proposals that follow it, unless one slow compile holds the GPU up (:data:`PATIENCE`).
 
 The runner gets, with each candidate, the best correct trial measured so far (its
 :class:`~tilesearch.records.Incumbent`), so that it may stop timing a trial once it is clearly
@@ -76,6 +76,19 @@ ROUND = 4
 # every GEMM dataset (RESULTS.md, fast-tuning issue). The probes set it to study the schedule
 # (scripts/schedule_quality.py, scripts/timeline_probe.py).
 DEEPER = 0
+PATIENCE = 3.0
+"""Seconds the oldest trial in flight may compile while the runner has nothing left to measure before
+the results launched after it are recorded without it. Results reach the strategy in launch order, so
+that a rerun with the same seed proposes the same configurations however its compiles finish (two
+24-trial xgb searches of one shape on the H100 chose kernels 4.5-9% apart when a warm compile cache
+reordered them). But then one slow compile holds back every result after it, the next round's
+proposals wait for them, and the GPU, having timed all the rest, waits too: compiles under load took a
+median 1.1-2.2 s and up to 7.6 s on the H100 host (RESULTS.md, fast-tuning issue), and the pipeline
+holds about 19 trials, 4 s of measuring. A warm cache compiles in well under a second and never waits
+this long, so its reruns keep launch order; a cold run passes a compile only once it is both slower
+than 9 in 10 compiles there (3.2-3.9 s) and the GPU's one hold-up. A simulation of the schedule with
+the compile times of 7 recorded runs gave 15.4 s against 18.9 s for the slowest, unchanged for the 5
+without such a stall."""
 # A sampler's repeat of a measured configuration costs a trial (it was opened to sample it), so
 # after this many in a row one proposal comes from the random fallback, which picks an untaken
 # configuration before opening a trial: a nearly exhausted space gave thousands of skipped trials.
@@ -216,8 +229,9 @@ class TuneResult:
     was not measuring. ``phases`` are the seconds spent per phase (:mod:`tilesearch.phases`),
     ``first_result_s`` the seconds from the start of ``tune`` to the first measured trial,
     ``busy_after_first`` the share of the loop's time after that result in which the runner
-    measured, and ``raced`` how many trials stopped being timed once clearly slower than the best
-    so far (:mod:`tilesearch.runner.measure`).
+    measured, ``raced`` how many trials stopped being timed once clearly slower than the best
+    so far (:mod:`tilesearch.runner.measure`), and ``passed`` how many results were recorded before
+    an older trial's, whose compile held the GPU up (:data:`PATIENCE`).
     """
 
     study: str
@@ -238,6 +252,7 @@ class TuneResult:
     first_result_s: float | None = None
     busy_after_first: float | None = None
     raced: int = 0
+    passed: int = 0
 
 
 def tune(
@@ -353,6 +368,7 @@ def tune(
         first_result_s=phases.first_result_s,
         busy_after_first=loop.busy_after_first(),
         raced=loop.raced,
+        passed=loop.passed,
     )
     db.close()
     return result
@@ -479,6 +495,8 @@ class _Loop:
         self.start_ahead = self.round * ((blind - 1) // self.round) if blind else 0
         # launched and not yet recorded, in launch order: compiling, compiled, measuring or measured
         self.pending: dict[Future[BuildResult], Any] = {}
+        self.launched_at: dict[Future[BuildResult], float] = {}  # when each pending build was submitted
+        self.passed = 0  # results recorded before an older trial's, held up by its compile (PATIENCE)
         self.results: dict[Future[BuildResult], tuple[BuildResult, RunResult | None]] = {}  # to record, in order
         self.launched = 0
         self.measured = 0
@@ -544,8 +562,9 @@ class _Loop:
                     # order (_take), so a rerun with the same seed proposes the same configurations.
                     with self.phases("wait for measure" if self.feed.busy else "wait for build"):
                         try:
-                            arrival = self.feed.arrivals.get(timeout=self.poll_s)
+                            arrival = self.feed.arrivals.get(timeout=self._wait_s())
                         except queue.Empty:
+                            self._record_ready()  # the oldest compile may have run out of patience
                             continue
                     self._take(arrival)
             except BaseException:
@@ -698,6 +717,7 @@ class _Loop:
         self.heartbeat.watch(trial._trial_id)
         future = self.builder.submit(candidate)
         self.pending[future] = trial
+        self.launched_at[future] = time.perf_counter()
         self.feed.add(future)
         self.launched += 1
 
@@ -738,10 +758,19 @@ class _Loop:
 
     def _record_ready(self) -> None:
         """Records the results in, up to the first trial still without one: the strategy sees
-        results in launch order, whichever was measured first."""
-        while self.pending and next(iter(self.pending)) in self.results:
+        results in launch order, whichever was measured first, unless the oldest has compiled
+        for :data:`PATIENCE` s with the GPU idle (:meth:`_held_up`)."""
+        while self.pending:
             oldest = next(iter(self.pending))
+            if oldest not in self.results:
+                if not self._held_up(oldest):
+                    return
+                oldest = next((f for f in self.pending if f in self.results), None)
+                if oldest is None:
+                    return
+                self.passed += 1
             trial = self.pending.pop(oldest)
+            self.launched_at.pop(oldest, None)
             # beating until recorded: a result held behind an older trial's slow compile (up to
             # build_timeout) must not look dead to the other tuning processes meanwhile
             self.heartbeat.drop(trial._trial_id)
@@ -750,6 +779,22 @@ class _Loop:
             # seen when it proposes then depends on the order of results alone, not on how many the
             # measuring thread had finished by the time the tuning process looked
             self._fill()
+
+    def _held_up(self, oldest: Future[BuildResult]) -> bool:
+        """Whether the oldest trial in flight, ``oldest``, still compiling, is all that keeps the GPU
+        idle and has compiled for :data:`PATIENCE` s: every other compiled kernel measured (its
+        result taken), none being measured."""
+        if oldest.done() or time.perf_counter() - self.launched_at.get(oldest, float("inf")) < PATIENCE:
+            return False
+        return not self.feed.busy and all(f in self.results for f in self.pending if f.done())
+
+    def _wait_s(self) -> float:
+        """How long to wait for the next arrival: until the oldest trial's compile runs out of
+        :data:`PATIENCE`, at most the poll interval."""
+        if not self.pending:
+            return self.poll_s
+        left = PATIENCE - (time.perf_counter() - self.launched_at.get(next(iter(self.pending)), 0.0))
+        return min(self.poll_s, max(0.01, left)) if left > 0 else self.poll_s  # after it, every arrival checks
 
     def _record(self, trial: Any, build: BuildResult, run: RunResult | None) -> None:
         with self.phases("database"):

@@ -157,9 +157,9 @@ class _StuckFirst(_JitteryBuilder):
 
 @pytest.mark.parametrize("patience, passes", [(0.3, True), (30.0, False)])
 def test_a_compile_that_holds_the_gpu_up_past_patience_is_passed(monkeypatch, patience, passes):
-    """Once the oldest trial has compiled for PATIENCE s with every other kernel measured, the results
-    after it are recorded and the pipeline refills: the whole budget is launched while it compiles.
-    Within its patience, results keep launch order and the pipeline waits (3 workers: 7 in flight)."""
+    """Once the oldest trial has compiled for PATIENCE s, the results after it are recorded and the
+    pipeline refills: the whole budget is launched while it compiles. Within its patience, results
+    keep launch order and the pipeline waits (3 workers: 7 in flight)."""
     from tilesearch import tuner
     from tilesearch.database import TuningDatabase
 

@@ -77,18 +77,18 @@ ROUND = 4
 # (scripts/schedule_quality.py, scripts/timeline_probe.py).
 DEEPER = 0
 PATIENCE = 3.0
-"""Seconds the oldest trial in flight may compile while the runner has nothing left to measure before
-the results launched after it are recorded without it. Results reach the strategy in launch order, so
-that a rerun with the same seed proposes the same configurations however its compiles finish (two
-24-trial xgb searches of one shape on the H100 chose kernels 4.5-9% apart when a warm compile cache
-reordered them). But then one slow compile holds back every result after it, the next round's
-proposals wait for them, and the GPU, having timed all the rest, waits too: compiles under load took a
-median 1.1-2.2 s and up to 7.6 s on the H100 host (RESULTS.md, fast-tuning issue), and the pipeline
-holds about 19 trials, 4 s of measuring. A warm cache compiles in well under a second and never waits
-this long, so its reruns keep launch order; a cold run passes a compile only once it is both slower
-than 9 in 10 compiles there (3.2-3.9 s) and the GPU's one hold-up. A simulation of the schedule with
-the compile times of 7 recorded runs gave 15.4 s against 18.9 s for the slowest, unchanged for the 5
-without such a stall."""
+"""Seconds a trial may compile before the results launched after it are recorded without it.
+Results reach the strategy in launch order, so that a rerun with the same seed proposes the same
+configurations however its compiles finish (two 24-trial xgb searches of one shape on the H100 chose
+kernels 4.5-9% apart when a warm compile cache reordered them). But then one slow compile holds back
+every result after it, the next round's proposals wait for them, and the GPU, having timed the rest,
+waits too: compiles under load took a median 1.1-2.2 s and up to 7.6 s on the H100 host (RESULTS.md,
+fast-tuning issue), while the pipeline holds about 19 trials, 4 s of measuring. A warm cache compiles
+in well under a second, so its reruns keep launch order; a cold run passes only the compiles slower
+than about 9 in 10 there (3.2-3.9 s). Passed as soon as that long, not once the GPU has run dry: the
+proposals it frees take a compile's time to reach the GPU (``scripts/schedule_sim.py`` with 7 recorded
+runs' compile times: the slowest loop 15.3 s against 18.8 s, or 18.0 s passing only an idle GPU's
+hold-up; the runs without such a stall unchanged)."""
 # A sampler's repeat of a measured configuration costs a trial (it was opened to sample it), so
 # after this many in a row one proposal comes from the random fallback, which picks an untaken
 # configuration before opening a trial: a nearly exhausted space gave thousands of skipped trials.
@@ -496,7 +496,7 @@ class _Loop:
         # launched and not yet recorded, in launch order: compiling, compiled, measuring or measured
         self.pending: dict[Future[BuildResult], Any] = {}
         self.launched_at: dict[Future[BuildResult], float] = {}  # when each pending build was submitted
-        self.passed = 0  # results recorded before an older trial's, held up by its compile (PATIENCE)
+        self.passed = 0  # results recorded before an older trial's, still compiling after PATIENCE s
         self.results: dict[Future[BuildResult], tuple[BuildResult, RunResult | None]] = {}  # to record, in order
         self.launched = 0
         self.measured = 0
@@ -758,17 +758,13 @@ class _Loop:
 
     def _record_ready(self) -> None:
         """Records the results in, up to the first trial still without one: the strategy sees
-        results in launch order, whichever was measured first, unless the oldest has compiled
-        for :data:`PATIENCE` s with the GPU idle (:meth:`_held_up`)."""
-        while self.pending:
-            oldest = next(iter(self.pending))
-            if oldest not in self.results:
-                if not self._held_up(oldest):
-                    return
-                oldest = next((f for f in self.pending if f in self.results), None)
-                if oldest is None:
-                    return
-                self.passed += 1
+        results in launch order, whichever was measured first, but for trials that have compiled
+        for :data:`PATIENCE` s, which are passed."""
+        while True:
+            oldest = next((f for f in self.pending if f in self.results or not self._held_up(f)), None)
+            if oldest is None or oldest not in self.results:
+                return
+            self.passed += oldest is not next(iter(self.pending))
             trial = self.pending.pop(oldest)
             self.launched_at.pop(oldest, None)
             # beating until recorded: a result held behind an older trial's slow compile (up to
@@ -780,21 +776,16 @@ class _Loop:
             # measuring thread had finished by the time the tuning process looked
             self._fill()
 
-    def _held_up(self, oldest: Future[BuildResult]) -> bool:
-        """Whether the oldest trial in flight, ``oldest``, still compiling, is all that keeps the GPU
-        idle and has compiled for :data:`PATIENCE` s: every other compiled kernel measured (its
-        result taken), none being measured."""
-        if oldest.done() or time.perf_counter() - self.launched_at.get(oldest, float("inf")) < PATIENCE:
-            return False
-        return not self.feed.busy and all(f in self.results for f in self.pending if f.done())
+    def _held_up(self, future: Future[BuildResult]) -> bool:
+        """Whether ``future``'s trial is still compiling after :data:`PATIENCE` s."""
+        return not future.done() and time.perf_counter() - self.launched_at[future] >= PATIENCE
 
     def _wait_s(self) -> float:
-        """How long to wait for the next arrival: until the oldest trial's compile runs out of
-        :data:`PATIENCE`, at most the poll interval."""
-        if not self.pending:
-            return self.poll_s
-        left = PATIENCE - (time.perf_counter() - self.launched_at.get(next(iter(self.pending)), 0.0))
-        return min(self.poll_s, max(0.01, left)) if left > 0 else self.poll_s  # after it, every arrival checks
+        """How long to wait for the next arrival: until the next compile in flight runs out of
+        :data:`PATIENCE` (it may free results already in), at most the poll interval."""
+        now = time.perf_counter()
+        left = [PATIENCE - (now - self.launched_at[f]) for f in self.pending if not f.done()]
+        return min([self.poll_s] + [max(0.01, s) for s in left if s > 0])
 
     def _record(self, trial: Any, build: BuildResult, run: RunResult | None) -> None:
         with self.phases("database"):

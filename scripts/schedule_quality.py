@@ -7,41 +7,84 @@ figures (results reach the strategy in launch order, ``tests/test_pipeline.py``)
 is what the schedule lets the strategy learn. ``extra=N`` keeps N more trials in flight than the
 loop does (``tuner.DEEPER``) (a deeper pipeline: more proposals made before the results they could have used).
 
-usage: python scripts/schedule_quality.py [extra=0,8] [seeds=100] [strategy=tpe] DATASET...
+``compile=TRIALS.jsonl:SCALE`` has each build take a recorded compile time times SCALE (the runs of
+``trials.jsonl``, one per seed in turn, in launch order), so that results arrive out of launch order
+as on the GPU host; ``patience=A,B`` then compares values of ``tuner.PATIENCE`` (in recorded seconds,
+scaled alike; ``inf`` keeps launch order), seed by seed.
+
+usage: python scripts/schedule_quality.py [extra=0,8] [seeds=100] [strategy=tpe] [compile=T:S patience=inf,3] DATASET...
   e.g. python scripts/schedule_quality.py extra=0,8,12 experiments/data/gemm_*.jsonl.gz
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tilesearch import dataset, tune, tuner
 from tilesearch.builder import NullBuilder
 
 WORKERS = 15  # the GPU host's compile pool: 16 cores less one
+PASSED: list[int] = []  # each timed run's results recorded past a slow compile (TuneResult.passed)
 
 
 class _Pool(NullBuilder):
     workers = WORKERS
 
 
-def found(path: str, extra: int, seeds: int, strategy: str) -> list[float]:
-    """The dataset's best latency over each seed's best found, with ``extra`` more in flight."""
+class _Timed(_Pool):
+    """Builds nothing; the i-th build submitted finishes after ``seconds[i]`` (then at once)."""
+
+    def __init__(self, seconds: list[float]) -> None:
+        self.seconds, self.pool = list(seconds), ThreadPoolExecutor(WORKERS)
+
+    def submit(self, candidate):
+        from tilesearch.records import BuildResult
+
+        delay = self.seconds.pop(0) if self.seconds else 0.0
+        return self.pool.submit(lambda: (time.sleep(delay), BuildResult(candidate, ok=True))[1])
+
+    def close(self) -> None:
+        self.pool.shutdown()
+
+
+def recorded_compiles(spec: str) -> list[list[float]]:
+    """``TRIALS.jsonl:SCALE``: each recorded run's compile seconds in launch order, times SCALE."""
+    path, scale = spec.rsplit(":", 1)
+    runs: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for line in open(path):
+        row = json.loads(line)
+        runs[row["db"]].append((row["number"], row["compile_s"]))
+    return [[s * float(scale) for _, s in sorted(rows)] for _, rows in sorted(runs.items())]
+
+
+def found(path: str, extra: int, seeds: int, strategy: str, compiles: list[list[float]] | None = None,
+          patience: float = float("inf")) -> list[float]:
+    """The dataset's best latency over each seed's best found, with ``extra`` more in flight (and
+    builds taking ``compiles[seed % len]``'s seconds, ``patience`` the tuner's)."""
     data = dataset.load(path)
     best = data.best().latency_ms
-    kept, tuner.DEEPER = tuner.DEEPER, extra
+    kept, tuner.DEEPER = (tuner.DEEPER, tuner.PATIENCE), extra
+    tuner.PATIENCE = patience
     try:
         shares = []
         for seed in range(seeds):
-            result = tune(data.op, data.problem, runner=f"replay:{path}", builder=_Pool(), strategy=strategy,
-                          trials=48, seed=seed, storage=":memory:", progress=False)
+            builder = _Timed(compiles[seed % len(compiles)]) if compiles else _Pool()
+            try:
+                result = tune(data.op, data.problem, runner=f"replay:{path}", builder=builder, strategy=strategy,
+                              trials=48, seed=seed, storage=":memory:", progress=False)
+            finally:
+                builder.close()
             shares.append(best / min(r.latency_ms for r in result.best if r.latency_ms))
+            PASSED.append(result.passed)
         return shares
     finally:
-        tuner.DEEPER = kept
+        tuner.DEEPER, tuner.PATIENCE = kept
 
 
 def main(argv: list[str]) -> None:
@@ -50,6 +93,23 @@ def main(argv: list[str]) -> None:
     extras = [int(x) for x in opts.get("extra", "0").split(",")]
     seeds, strategy = int(opts.get("seeds", 100)), opts.get("strategy", "tpe")
     print(f"{strategy}, 48 trials, {WORKERS} compile workers, seeds 0-{seeds - 1}: best found / dataset's best")
+    if "compile" in opts:
+        compiles, scale = recorded_compiles(opts["compile"]), float(opts["compile"].rsplit(":", 1)[1])
+        patiences = [float(p) for p in opts.get("patience", "inf,3").split(",")]
+        for path in paths:
+            got, passed = {}, {}
+            for p in patiences:
+                PASSED.clear()
+                got[p] = found(path, 0, seeds, strategy, compiles, p * scale)
+                passed[p] = statistics.mean(PASSED)
+            for p in patiences:
+                diff = [a - b for a, b in zip(got[p], got[patiences[0]])]
+                print(f"{Path(path).name.split('.')[0][:44]:44s} patience {p:g}: mean {statistics.mean(got[p]):.4f} "
+                      f"median {statistics.median(got[p]):.4f}; against patience {patiences[0]:g}, paired: "
+                      f"{100 * statistics.mean(diff):+.2f} +- {196 * statistics.stdev(diff) / len(diff) ** 0.5:.2f} "
+                      f"points, better in {sum(d > 0 for d in diff)}, worse in {sum(d < 0 for d in diff)}; "
+                      f"{passed[p]:.1f} results passed a run", flush=True)
+        return
     print(f"{'dataset':44s} {'extra':>5s} {'mean':>7s} {'median':>7s} {'p25':>7s} {'min':>7s} {'>=0.97':>7s}")
     for path in paths:
         for extra in extras:

@@ -10,9 +10,9 @@ The runner measures the oldest compiled kernel, ``measure`` s each; the tuning p
 ``record`` s per record, ``launch`` s per launch and ``propose`` s per round, one thing at a time.
 The costs are round figures of the H100 runs (48 trials measured in about 10 s; the database phase
 3-6 s over about 100 records and launches). Prints the loop's end, the first result and the runner's
-busy share after it, results recorded in launch order, with each patience (a result recorded past a
-trial still compiling after that long, as the loop does), and with the first patience only while the
-runner has nothing to measure (the rule first built).
+busy share after it: results recorded in launch order; with each patience (the oldest trial passed
+once it has compiled that long by the lower bound the loop uses, the earliest compile start among the
+younger trials done); and with the first patience only while the runner has nothing to measure.
 
 usage: python scripts/schedule_sim.py TRIALS.jsonl [patience=3,1] [measure=0.21] [record=0.06] [launch=0.05]
 """
@@ -34,6 +34,7 @@ def simulate(compile_s: list[float], patience: float | None, measure: float, rec
     built: list[float] = []
     recorded: set[int] = set()
     measured: set[int] = set()
+    done_at: dict[int, float] = {}
 
     def submit(k: int, now: float) -> float:
         for _ in range(k):
@@ -51,6 +52,7 @@ def simulate(compile_s: list[float], patience: float | None, measure: float, rec
     while len(recorded) < BUDGET and now < 300:
         if current is not None and now >= ends:
             measured.add(current)
+            done_at[current] = now
             current = None
         if current is None:
             ready = [i for i in range(len(built)) if i not in measured and built[i] <= now]
@@ -63,9 +65,13 @@ def simulate(compile_s: list[float], patience: float | None, measure: float, rec
             take = None
             if flight and flight[0] in measured:
                 take = flight[0]
-            elif flight and patience is not None and built[flight[0]] > now \
-                    and now - (built[flight[0]] - compile_s[flight[0]]) >= patience and (current is None or not idle):
-                take = next((i for i in flight if i in measured), None)
+            elif flight and patience is not None:
+                # the oldest trial has compiled at least as long as any younger one that has started
+                # (the pool starts them in launch order): from the earliest start among those done
+                done = [i for i in flight if i in measured]
+                started = min((built[i] - compile_s[i] for i in done), default=now)
+                if done and now - started >= patience and (current is None or not idle):
+                    take = done[0]
             if take is not None:
                 recorded.add(take)
                 thread_free = now + record

@@ -77,18 +77,21 @@ ROUND = 4
 # (scripts/schedule_quality.py, scripts/timeline_probe.py).
 DEEPER = 0
 PATIENCE = 3.0
-"""Seconds a trial may compile before the results launched after it are recorded without it.
-Results reach the strategy in launch order, so that a rerun with the same seed proposes the same
-configurations however its compiles finish (two 24-trial xgb searches of one shape on the H100 chose
-kernels 4.5-9% apart when a warm compile cache reordered them). But then one slow compile holds back
-every result after it, the next round's proposals wait for them, and the GPU, having timed the rest,
-waits too: compiles under load took a median 1.1-2.2 s and up to 7.6 s on the H100 host (RESULTS.md,
-fast-tuning issue), while the pipeline holds about 19 trials, 4 s of measuring. A warm cache compiles
-in well under a second, so its reruns keep launch order; a cold run passes only the compiles slower
-than about 9 in 10 there (3.2-3.9 s). Passed as soon as that long, not once the GPU has run dry: the
-proposals it frees take a compile's time to reach the GPU (``scripts/schedule_sim.py`` with 7 recorded
-runs' compile times: the slowest loop 15.3 s against 18.8 s, or 18.0 s passing only an idle GPU's
-hold-up; the runs without such a stall unchanged)."""
+"""Seconds the oldest trial in flight may compile before the results launched after it are recorded
+without it. Results reach the strategy in launch order, so that a rerun with the same seed proposes
+the same configurations however its compiles finish (two 24-trial xgb searches of one shape on the
+H100 chose kernels 4.5-9% apart when a warm compile cache reordered them). But then one slow compile
+holds back every result after it, the next round's proposals wait for them, and the GPU, having timed
+the rest, waits too: compiles under load took a median 1.1-2.2 s and up to 7.6 s on the H100 host
+(RESULTS.md, fast-tuning issue), while the pipeline holds about 19 trials, 4 s of measuring. A warm
+cache compiles in well under a second, so its reruns keep launch order; a cold run passes only the
+compiles slower than about 9 in 10 there (3.2-3.9 s). How long the oldest has compiled is bounded from
+below by the younger trials done: the pool starts compiles in launch order, so it started before any of
+them, each of which started its compile seconds before its measurement (a queue's wait does not
+count). Passed as soon as that long, not once the GPU has run dry: the proposals a pass frees take a
+compile's time to reach the GPU (``scripts/schedule_sim.py`` with 7 recorded runs' compile times: the
+slowest loop 15.4 s against 18.8 s in launch order, 18.1 s passing only an idle GPU's hold-up; the
+runs without such a stall unchanged)."""
 # A sampler's repeat of a measured configuration costs a trial (it was opened to sample it), so
 # after this many in a row one proposal comes from the random fallback, which picks an untaken
 # configuration before opening a trial: a nearly exhausted space gave thousands of skipped trials.
@@ -495,7 +498,9 @@ class _Loop:
         self.start_ahead = self.round * ((blind - 1) // self.round) if blind else 0
         # launched and not yet recorded, in launch order: compiling, compiled, measuring or measured
         self.pending: dict[Future[BuildResult], Any] = {}
-        self.launched_at: dict[Future[BuildResult], float] = {}  # when each pending build was submitted
+        # for each result in (results), when its compile began at the latest: its measurement's start
+        # (or, for a failed build, its arrival) less its compile seconds (PATIENCE)
+        self.began: dict[Future[BuildResult], float] = {}
         self.passed = 0  # results recorded before an older trial's, still compiling after PATIENCE s
         self.results: dict[Future[BuildResult], tuple[BuildResult, RunResult | None]] = {}  # to record, in order
         self.launched = 0
@@ -717,7 +722,6 @@ class _Loop:
         self.heartbeat.watch(trial._trial_id)
         future = self.builder.submit(candidate)
         self.pending[future] = trial
-        self.launched_at[future] = time.perf_counter()
         self.feed.add(future)
         self.launched += 1
 
@@ -754,19 +758,22 @@ class _Loop:
             for name, seconds in run.extra.get("phases", {}).items():
                 self.phases.add(f"worker: {name}", seconds)
         self.results[arrival.future] = (build, run)
+        self.began[arrival.future] = (arrival.began if run is not None else time.perf_counter()) - build.compile_s
         self._record_ready()
 
     def _record_ready(self) -> None:
         """Records the results in, up to the first trial still without one: the strategy sees
-        results in launch order, whichever was measured first, but for trials that have compiled
-        for :data:`PATIENCE` s, which are passed."""
-        while True:
-            oldest = next((f for f in self.pending if f in self.results or not self._held_up(f)), None)
-            if oldest is None or oldest not in self.results:
-                return
-            self.passed += oldest is not next(iter(self.pending))
+        results in launch order, whichever was measured first, unless that trial has compiled for
+        :data:`PATIENCE` s (:meth:`_patience_left`): then it is passed."""
+        while self.pending:
+            oldest = next(iter(self.pending))
+            if oldest not in self.results:
+                if self._patience_left() > 0:
+                    return
+                oldest = next(f for f in self.pending if f in self.results)
+                self.passed += 1
             trial = self.pending.pop(oldest)
-            self.launched_at.pop(oldest, None)
+            self.began.pop(oldest, None)
             # beating until recorded: a result held behind an older trial's slow compile (up to
             # build_timeout) must not look dead to the other tuning processes meanwhile
             self.heartbeat.drop(trial._trial_id)
@@ -776,16 +783,19 @@ class _Loop:
             # measuring thread had finished by the time the tuning process looked
             self._fill()
 
-    def _held_up(self, future: Future[BuildResult]) -> bool:
-        """Whether ``future``'s trial is still compiling after :data:`PATIENCE` s."""
-        return not future.done() and time.perf_counter() - self.launched_at[future] >= PATIENCE
+    def _patience_left(self) -> float:
+        """Seconds until the oldest trial in flight, still compiling, has compiled for
+        :data:`PATIENCE` s, by the lower bound the younger results in give (see there); ``inf`` while
+        none is in, or while the oldest is itself in."""
+        if not self.results or next(iter(self.pending)) in self.results:
+            return float("inf")
+        return PATIENCE - (time.perf_counter() - min(self.began[f] for f in self.results))
 
     def _wait_s(self) -> float:
-        """How long to wait for the next arrival: until the next compile in flight runs out of
-        :data:`PATIENCE` (it may free results already in), at most the poll interval."""
-        now = time.perf_counter()
-        left = [PATIENCE - (now - self.launched_at[f]) for f in self.pending if not f.done()]
-        return min([self.poll_s] + [max(0.01, s) for s in left if s > 0])
+        """How long to wait for the next arrival: at most the poll interval, and no longer than the
+        oldest compile's patience lasts (it may free results already in)."""
+        left = self._patience_left() if self.pending else float("inf")
+        return min(self.poll_s, max(0.01, left))
 
     def _record(self, trial: Any, build: BuildResult, run: RunResult | None) -> None:
         with self.phases("database"):

@@ -16,7 +16,8 @@ compiles the same kernel as before they existed):
 - ``persistent``: ``min(tiles, SMs)`` blocks loop over the tiles in the rasterized order instead
   of one block per tile.
 - ``epilogue``: ``direct`` stores the accumulators from registers; ``smem`` stages the tile in
-  shared memory first (TileLang then writes it with ``stmatrix`` and a TMA store).
+  shared memory first (TileLang then writes it with ``stmatrix`` and a TMA store); ``chunked``,
+  the cluster program's alone, stages and stores it 64 columns at a time.
 - ``tma``: TMA bulk copies (or ``cp.async`` when off) for the operand loads and the smem epilogue.
 - ``swap_ab``: the block computes its tile transposed, ``C^T = B^T A^T``, so that the tile's
   ``block_m`` rows of A are the N side of the warp-group MMA (as few as 16) and its ``block_n``
@@ -38,8 +39,9 @@ compiles the same kernel as before they existed):
   through shared memory (split-K without a second kernel). A program of its own, with its producer and
   consumer warp groups and its barriers written out (:mod:`search_spaces.gemm_cluster` says why);
   with ``persistent`` its producer loads the next tile while the consumers store this one.
-  Offered where K is short and the tiles many (:func:`short_k_clusters`), with ``schedule``
-  (cooperative or ping-pong); elsewhere not searched by default (:data:`SEARCH_CLUSTER`).
+  ``single`` is the same program in one block, without a partner. Offered where K is short and
+  the tiles many (:func:`short_k_clusters`), with ``schedule`` (cooperative or ping-pong) and the
+  ``chunked`` epilogue; elsewhere not searched by default (:data:`SEARCH_CLUSTER`).
 - ``stream_k``: 1 (off), or a persistent program whose last, partial wave of tiles is spread
   over every SM in K, at most ``stream_k`` blocks to a tile, and fixed up inside the kernel
   (:mod:`search_spaces.gemm_stream_k` says why and how): for sizes whose tiles fill a few waves
@@ -71,6 +73,11 @@ LAYOUTS = ("nn", "nt")
 WARP_POLICIES = ("square", "full_row", "full_col")
 WARP_SPECIALIZE = ("on", "role_based", "off")
 EPILOGUES = ("direct", "smem")
+# where the space offers the cluster program, its epilogue that stores 64 columns at a time too
+CLUSTER_EPILOGUES = (*EPILOGUES, "chunked")
+# the programs offered where K is short (:func:`short_k_clusters`): not k2, which splits the K of
+# tiles that leave SMs idle (none there)
+SHORT_K_CLUSTERS = ("off", "m2", "n2", "single")
 RASTERS = ("row", "column")
 # Whether the search turns ``raster``. Off: on 13 kernels the searches chose (H100, 2026-11-24,
 # RESULTS.md "Round 4") the column order gained nothing beyond the interval and lost 2-4% on four,
@@ -467,6 +474,7 @@ class GemmOp(Operator):
         heights = swap_heights(m) if mid else ()
         most_tiles = math.ceil(m / (16 if small else MMA_ROWS)) * math.ceil(n / 64)
         most_splits = min(16, math.ceil(k / 32) // MIN_K_TILES_PER_SPLIT) if fewest_tiles(m, n) < sms else 1
+        clustered = SEARCH_CLUSTER or short_k_clusters(problem, target)  # the cluster program offered
         knobs = [
             (Categorical("block_m", tuple(sorted({64, 128, 256, *heights}))) if heights
              else PowerOfTwo("block_m", 16 if small else MMA_ROWS, 256)),
@@ -479,15 +487,14 @@ class GemmOp(Operator):
             Categorical("warp_policy", WARP_POLICIES),
             PowerOfTwo("split_k", 1, 1 << (max(most_splits, 1).bit_length() - 1)),
             Categorical("persistent", (False, True) if most_tiles > sms else (False,)),
-            Categorical("epilogue", EPILOGUES),
+            Categorical("epilogue", CLUSTER_EPILOGUES if clustered else EPILOGUES),
             Categorical("tma", (True, False)),
             Categorical("warp_specialize", WARP_SPECIALIZE),
             Categorical("swap_ab", (False, True) if small or heights else (False,)),
         ]
-        if SEARCH_CLUSTER:
-            knobs += [Categorical("cluster", CLUSTERS), Categorical("schedule", SCHEDULES)]
-        elif short_k_clusters(problem, target):  # (k2 splits the K of tiles that leave SMs idle: none here)
-            knobs += [Categorical("cluster", CLUSTERS[:3]), Categorical("schedule", SCHEDULES)]
+        if clustered:
+            knobs += [Categorical("cluster", CLUSTERS if SEARCH_CLUSTER else SHORT_K_CLUSTERS),
+                      Categorical("schedule", SCHEDULES)]
         if SEARCH_STREAM_K:
             knobs.append(Categorical("stream_k", STREAM_K if most_tiles > sms else STREAM_K[:1]))
         # the constraints are functions of the problem and the target alone: listed once a process

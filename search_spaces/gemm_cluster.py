@@ -43,13 +43,16 @@ one stage's MMAs in flight. Without the pair, a probe tells which of the two dif
 import math
 from typing import Any
 
-CLUSTERS = ("off", "m2", "n2", "k2")
-# "single": the program without a partner, for probes (scripts/cluster_probe.py set=single); not a
-# value of the search's knob until it is measured ahead of the template somewhere
-PROGRAMS = (*CLUSTERS[1:], "single")
-# epilogue="chunked" (the cluster program's alone, for probes): the tile stored this many columns
-# at a time by TMA through two small staging buffers, so that at 128x256 four stages still fit
-# (the whole-tile staging buffer of "smem" leaves room for three) and the stores overlap what follows
+# "single": the program without a partner. A value of the search's knob since it was measured
+# ahead, with the chunked epilogue and a persistent loop (H100, 2026-12-06, scripts/cluster_probe.py
+# set=chunked, each at the template's 128x256 tile, RESULTS.md): 1.035x cuBLAS at 8192x8192x256,
+# where the pairs (m2, n2) ran 1.005x; and 0.995-1.025x at four long-K shapes, where the template
+# ran 0.955-1.003x (0.8-4% behind it)
+CLUSTERS = ("off", "m2", "n2", "k2", "single")
+PROGRAMS = CLUSTERS[1:]
+# epilogue="chunked" (the cluster program's alone): the tile stored this many columns at a time by
+# TMA through two small staging buffers, so that at 128x256 four stages still fit (the whole-tile
+# staging buffer of "smem" leaves room for three) and the stores overlap what follows
 CHUNK = 64
 SCHEDULES = ("cooperative", "pingpong")
 # Registers per thread after the producer warp group gives its own back (setmaxnreg), with two

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from search_spaces.gemm_cluster import CLUSTERS
+from search_spaces.gemm_cluster import CHUNK, CLUSTERS
 from tilesearch.cost_model import log2_feature
 from tilesearch.op import Problem
 from tilesearch.space import Config, Space
@@ -400,6 +400,11 @@ def rivals(config: Mapping[str, Any]) -> list[Config]:
         # role_based had no valid clustered rival, and the H200 searches never timed the cluster
         # program at their best tile (where, at short K, probes then found it 1-6% ahead)
         program = {"tma": True, "warp_specialize": "on"} if c["cluster"] == "off" else {}
+        if c.get("epilogue") != "chunked" and c["block_n"] % CHUNK == 0:
+            # first: the single block's persistent loop storing 64 columns at a time, 1.035x cuBLAS
+            # at 8192x8192x256 where the same tile's pairs ran 1.005x (H100, 2026-12-06,
+            # scripts/cluster_probe.py set=chunked); the polish times its first few rivals
+            found.insert(0, {**c, **program, "cluster": "single", "persistent": True, "epilogue": "chunked"})
         found += [{**c, **program, "cluster": other} for other in CLUSTERS if other != c["cluster"]]
         if c["cluster"] != "off" and "schedule" in c:
             # at K of 512 and 1024 ping-pong was 6-8% ahead of cooperative at the same tile (m2 and

@@ -37,13 +37,18 @@ def test_the_knob_is_offered_where_k_is_short_and_the_tiles_fill_the_sms_twice()
         space = OP.space(OP.problem(m=m, n=n, k=k, **problem), H100)
         return "cluster" in space.names and space["cluster"].values()
 
-    assert offered(8192, 8192, 256) == ("off", "m2", "n2")  # no k2: it splits tiles that leave SMs idle
+    assert offered(8192, 8192, 256) == ("off", "m2", "n2", "single")  # no k2: it splits tiles that leave SMs idle
     assert offered(2048, 14336, 512, dtype="bfloat16", layout="nt") and offered(8192, 8192, 1024)
     assert not offered(8192, 8192, 2048)  # past CLUSTER_MAX_K the template was ahead
     assert not offered(1024, 1024, 1024)  # 32 of the largest tiles: no next tile to load while storing
     assert not offered(4097, 4095, 129)  # rows of A are not 16-byte aligned for its TMA loads
     space = OP.space(OP.problem(m=8192, n=8192, k=256), H100)
     assert space["schedule"].values() == ("cooperative", "pingpong")
+    assert space["epilogue"].values() == ("direct", "smem", "chunked")  # the cluster program's own there
+    assert OP.space(OP.problem(m=4096, n=4096, k=4096), H100)["epilogue"].values() == ("direct", "smem")
+    chunked = {**BASE, "persistent": True, "epilogue": "chunked", "cluster": "single", "schedule": "cooperative"}
+    assert space.why_invalid(chunked) is None
+    assert "cluster program" in space.why_invalid({**chunked, "cluster": "off"})
     tile = {**BASE, "block_n": 128, "persistent": True, "epilogue": "smem", "cluster": "n2"}
     assert space.why_invalid({**tile, "schedule": "pingpong"}) is None
     # there only its persistent loop with the smem epilogue is offered (others were 0.29-0.60x cuBLAS)
@@ -53,6 +58,12 @@ def test_the_knob_is_offered_where_k_is_short_and_the_tiles_fill_the_sms_twice()
     # a clustered best's rivals take the other schedule at its tile
     best = {**BASE, "block_n": 128, "persistent": True, "cluster": "n2", "schedule": "cooperative"}
     assert {**best, "schedule": "pingpong"} in OP.rivals(OP.problem(m=8192, n=8192, k=256), best)
+    # and the first rival of any best there is the single block's persistent chunked program at its tile
+    for best in ({**best, "epilogue": "smem"},
+                 {**BASE, "persistent": True, "epilogue": "smem", "cluster": "off", "schedule": "cooperative"}):
+        first = OP.rivals(OP.problem(m=8192, n=8192, k=256), best)[0]
+        assert first == {**best, "cluster": "single", "persistent": True, "epilogue": "chunked"}
+        assert space.why_invalid(first) is None
 
 
 def test_constraints_say_why_a_cluster_configuration_is_invalid():
@@ -239,8 +250,8 @@ def single_candidate(name, target=H100):
     return Candidate("gemm", dict(m=m, n=n, k=k, dtype=dtype, layout=layout), {**BASE, **knobs}, target)
 
 
-def test_the_single_block_program_is_no_value_of_the_searched_knob():
-    assert "single" not in gemm.CLUSTERS
+def test_the_single_block_program_is_a_value_of_the_searched_knob():
+    assert "single" in gemm.CLUSTERS and "single" in gemm.SHORT_K_CLUSTERS
     for name in SINGLE_CASES:
         c = single_candidate(name)
         assert why(c.problem, **c.config) is None, name
@@ -311,7 +322,7 @@ def test_the_prior_and_the_rivals_know_the_cluster_program():
     assert k2 > plain and k2 >= split
     # a configuration without the knob (it is not searched) gets no clustered rivals
     assert all("cluster" not in r for r in gemm_model.rivals(tile))
-    assert {r["cluster"] for r in gemm_model.rivals({**tile, "cluster": "n2"}) if r["block_k"] == 64} == {"off", "m2", "k2"}
+    assert {r["cluster"] for r in gemm_model.rivals({**tile, "cluster": "n2"}) if r["block_k"] == 64} == {"off", "m2", "k2", "single"}
     # a best kernel of the template's other routes still gets valid clustered rivals
     square = dict(m=2048, n=4096, k=4096)
     best = {**tile, "cluster": "off", "schedule": "cooperative", "warp_specialize": "role_based", "tma": True,

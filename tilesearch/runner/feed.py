@@ -13,7 +13,8 @@ tuning process's writes take (a slow storage, a database server, a strategy that
 Order: of the kernels compiled and waiting, the one launched first (its build's sequence number);
 one that compiles while the thread is idle is measured at once. Each is raced against the best
 measured so far, in measuring order (:class:`~tilesearch.records.Incumbent`). What comes back
-(:attr:`Feed.arrivals`) is in measuring order; the tuning loop records it in launch order.
+(:attr:`Feed.arrivals`) is in measuring order; the tuning loop records it in launch order (but for
+a trial still compiling after ``tuner.PATIENCE`` s).
 """
 
 from __future__ import annotations

@@ -90,8 +90,11 @@ SEARCH_COLUMN_RASTER = False
 # shapes with and without it: in one, the short-K square went from 0.959x to 1.002x cuBLAS (a
 # clustered persistent kernel, 4.6% ahead of the template's kernel of the same tile in the same
 # re-time); in the other the search did not find that kernel (0.909x both ways) and lost 1.9% on
-# a long-K shape to the trials it spent on clustered kernels. Where K is long the program is
-# behind the template at the same tile (scripts/cluster_probe.py), so it stays off by default.
+# a long-K shape to the trials it spent on clustered kernels. Where K is long the paired programs
+# are behind the template at the same tile (scripts/cluster_probe.py), so it stays off by default.
+# The single block's persistent loop with the chunked epilogue was 0.8-4% ahead of the template at
+# its tile on an H100 (2026-12-06, set=chunked) at four long-K shapes; whether a search with it
+# offered there finds better kernels within its trials is not yet measured.
 # TILESEARCH_CLUSTER=1 offers it to the search in every process of a run. While it is off the knob
 # is not in the space at all (a configuration without it is not clustered): a constant knob would
 # still add a feature column, and with it reshuffle the cost model's column sampling on every

@@ -168,7 +168,7 @@ def test_a_compile_that_holds_the_gpu_up_past_patience_is_passed(monkeypatch, pa
     record = TuningDatabase.record
     monkeypatch.setattr(TuningDatabase, "record",
                         lambda self, trial, build, run: (recorded.append(trial.number), record(self, trial, build, run))[1])
-    builder = _StuckFirst(first_s=1.5)
+    builder = _StuckFirst(first_s=3.0)  # (long beside the 16 launches a loaded CI machine makes meanwhile)
     result = tune(TOY_OP, {"size": 64}, runner=_Measuring(), builder=builder, strategy="random", trials=16,
                   storage=":memory:", progress=False, retime=0, polish=0)
     assert result.measured_now == 16 and sorted(recorded) == list(range(16))

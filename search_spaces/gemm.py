@@ -94,12 +94,15 @@ SEARCH_COLUMN_RASTER = False
 # are behind the template at the same tile (scripts/cluster_probe.py), so it stays off by default.
 # The single block's persistent loop with the chunked epilogue was 0.8-4% ahead of the template at
 # its tile on an H100 (2026-12-06, set=chunked) at four long-K shapes; whether a search with it
-# offered there finds better kernels within its trials is not yet measured.
-# TILESEARCH_CLUSTER=1 offers it to the search in every process of a run. While it is off the knob
-# is not in the space at all (a configuration without it is not clustered): a constant knob would
-# still add a feature column, and with it reshuffle the cost model's column sampling on every
+# offered there finds better kernels within its trials is not yet measured: TILESEARCH_CLUSTER=single
+# offers that program alone (cluster off or single, with the chunked epilogue) to a search, so
+# that its suite can be run beside the default's.
+# TILESEARCH_CLUSTER=1 offers every program to the search in every process of a run. While it is off
+# the knob is not in the space at all (a configuration without it is not clustered): a constant knob
+# would still add a feature column, and with it reshuffle the cost model's column sampling on every
 # recorded dataset.
 SEARCH_CLUSTER = os.environ.get("TILESEARCH_CLUSTER") == "1"
+SEARCH_SINGLE = os.environ.get("TILESEARCH_CLUSTER") == "single"
 # Where K is short and the tiles fill SMs a few times over, the space offers it all the same
 # (pairs, cooperative or ping-pong; :func:`short_k_clusters`). There a tile's main loop is a few
 # K steps and its stores of C as long, and the cluster program's persistent loop loads the next
@@ -119,6 +122,7 @@ MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline f
 DEFAULTS = {"split_k": 1, "persistent": False, "epilogue": "direct", "tma": True, "warp_specialize": "on",
             "swap_ab": False, "raster": "row",
             **({"cluster": "off", "schedule": "cooperative"} if SEARCH_CLUSTER else {}),
+            **({"cluster": "off"} if SEARCH_SINGLE else {}),
             **({"stream_k": 1} if SEARCH_STREAM_K else {})}
 SWAP_AB_MAX_M = 256  # swapped tiles and deeper pipelines are offered up to this M (decode, small batches)
 # Up to this M swapped tiles are also offered with heights (A rows, the MMA's N side) that cover M
@@ -477,7 +481,9 @@ class GemmOp(Operator):
         heights = swap_heights(m) if mid else ()
         most_tiles = math.ceil(m / (16 if small else MMA_ROWS)) * math.ceil(n / 64)
         most_splits = min(16, math.ceil(k / 32) // MIN_K_TILES_PER_SPLIT) if fewest_tiles(m, n) < sms else 1
-        clustered = SEARCH_CLUSTER or short_k_clusters(problem, target)  # the cluster program offered
+        programs = (CLUSTERS if SEARCH_CLUSTER else SHORT_K_CLUSTERS if short_k_clusters(problem, target)
+                    else ("off", "single") if SEARCH_SINGLE else None)  # the cluster program's, if offered
+        clustered = programs is not None
         knobs = [
             (Categorical("block_m", tuple(sorted({64, 128, 256, *heights}))) if heights
              else PowerOfTwo("block_m", 16 if small else MMA_ROWS, 256)),
@@ -496,8 +502,9 @@ class GemmOp(Operator):
             Categorical("swap_ab", (False, True) if small or heights else (False,)),
         ]
         if clustered:
-            knobs += [Categorical("cluster", CLUSTERS if SEARCH_CLUSTER else SHORT_K_CLUSTERS),
-                      Categorical("schedule", SCHEDULES)]
+            knobs.append(Categorical("cluster", programs))
+            if programs != ("off", "single"):  # (the single block's ping-pong was 4-11% behind at long K)
+                knobs.append(Categorical("schedule", SCHEDULES))
         if SEARCH_STREAM_K:
             knobs.append(Categorical("stream_k", STREAM_K if most_tiles > sms else STREAM_K[:1]))
         # the constraints are functions of the problem and the target alone: listed once a process

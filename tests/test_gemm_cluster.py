@@ -66,6 +66,27 @@ def test_the_knob_is_offered_where_k_is_short_and_the_tiles_fill_the_sms_twice()
         assert space.why_invalid(first) is None
 
 
+def test_tilesearch_cluster_single_offers_the_single_block_alone_wherever_k_is_long():
+    """The environment is read at import, so in a fresh process: the knob off or single with the
+    chunked epilogue at long K (no schedule: one block, cooperative); short K keeps its own."""
+    import subprocess
+    import sys
+
+    code = (
+        "from search_spaces.gemm import GemmOp; from tilesearch.target import Target\n"
+        "op, t = GemmOp(), Target.from_arch('sm_90a')\n"
+        "for p in (dict(m=2048, n=4096, k=4096, dtype='bfloat16', layout='nt'), dict(m=8192, n=8192, k=256)):\n"
+        "    s = op.space(op.problem(**p), t)\n"
+        "    print(s['cluster'].values(), s['epilogue'].values(), 'schedule' in s.names)\n"
+    )
+    env = {**os.environ, "TILESEARCH_CLUSTER": "single"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [
+        "('off', 'single') ('direct', 'smem', 'chunked') False",
+        "('off', 'm2', 'n2', 'single') ('direct', 'smem', 'chunked') True",
+    ]
+
+
 def test_constraints_say_why_a_cluster_configuration_is_invalid():
     square = dict(m=4096, n=4096, k=4096)
     assert why(square, cluster="m2") is None and why(square, cluster="n2") is None

@@ -59,10 +59,10 @@ def test_the_knob_is_offered_where_k_is_short_and_the_tiles_fill_the_sms_twice()
     best = {**BASE, "block_n": 128, "persistent": True, "cluster": "n2", "schedule": "cooperative"}
     assert {**best, "schedule": "pingpong"} in OP.rivals(OP.problem(m=8192, n=8192, k=256), best)
     # and the first rival of any best there is the single block's persistent chunked program at its tile
-    for best in ({**best, "epilogue": "smem"},
-                 {**BASE, "persistent": True, "epilogue": "smem", "cluster": "off", "schedule": "cooperative"}):
-        first = OP.rivals(OP.problem(m=8192, n=8192, k=256), best)[0]
-        assert first == {**best, "cluster": "single", "persistent": True, "epilogue": "chunked"}
+    for searched in ({**best, "epilogue": "smem"},
+                     {**BASE, "persistent": True, "epilogue": "smem", "cluster": "off", "schedule": "cooperative"}):
+        first = OP.rivals(OP.problem(m=8192, n=8192, k=256), searched)[0]
+        assert first == {**searched, "cluster": "single", "persistent": True, "epilogue": "chunked"}
         assert space.why_invalid(first) is None
 
 

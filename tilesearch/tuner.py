@@ -786,8 +786,8 @@ class _Loop:
     def _patience_left(self) -> float:
         """Seconds until the oldest trial in flight, still compiling, has compiled for
         :data:`PATIENCE` s, by the lower bound the younger results in give (see there); ``inf`` while
-        none is in, or while the oldest is itself in."""
-        if not self.results or next(iter(self.pending)) in self.results:
+        none is in, or once the oldest has compiled (the runner measures it next)."""
+        if not self.results or next(iter(self.pending)).done():
             return float("inf")
         return PATIENCE - (time.perf_counter() - min(self.began[f] for f in self.results))
 

@@ -65,7 +65,7 @@ def simulate(compile_s: list[float], patience: float | None, measure: float, rec
             take = None
             if flight and flight[0] in measured:
                 take = flight[0]
-            elif flight and patience is not None:
+            elif flight and patience is not None and built[flight[0]] > now:  # the oldest still compiling
                 # the oldest trial has compiled at least as long as any younger one that has started
                 # (the pool starts them in launch order): from the earliest start among those done
                 done = [i for i in flight if i in measured]

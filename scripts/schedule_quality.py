@@ -18,19 +18,16 @@ usage: python scripts/schedule_quality.py [extra=0,8] [seeds=100] [strategy=tpe]
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from schedule_sim import WORKERS, recorded_compiles  # (this folder: the script's own, first on the path)
+
 from tilesearch import dataset, tune, tuner
 from tilesearch.builder import NullBuilder
-
-WORKERS = 15  # the GPU host's compile pool: 16 cores less one
-PASSED: list[int] = []  # each timed run's results recorded past a slow compile (TuneResult.passed)
 
 
 class _Pool(NullBuilder):
@@ -53,26 +50,17 @@ class _Timed(_Pool):
         self.pool.shutdown()
 
 
-def recorded_compiles(spec: str) -> list[list[float]]:
-    """``TRIALS.jsonl:SCALE``: each recorded run's compile seconds in launch order, times SCALE."""
-    path, scale = spec.rsplit(":", 1)
-    runs: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for line in open(path):
-        row = json.loads(line)
-        runs[row["db"]].append((row["number"], row["compile_s"]))
-    return [[s * float(scale) for _, s in sorted(rows)] for _, rows in sorted(runs.items())]
-
-
 def found(path: str, extra: int, seeds: int, strategy: str, compiles: list[list[float]] | None = None,
-          patience: float = float("inf")) -> list[float]:
+          patience: float = float("inf")) -> tuple[list[float], list[int]]:
     """The dataset's best latency over each seed's best found, with ``extra`` more in flight (and
-    builds taking ``compiles[seed % len]``'s seconds, ``patience`` the tuner's)."""
+    builds taking ``compiles[seed % len]``'s seconds, ``patience`` the tuner's); and each run's
+    results recorded past a slow compile (``TuneResult.passed``)."""
     data = dataset.load(path)
     best = data.best().latency_ms
     kept, tuner.DEEPER = (tuner.DEEPER, tuner.PATIENCE), extra
     tuner.PATIENCE = patience
     try:
-        shares = []
+        shares, passed = [], []
         for seed in range(seeds):
             builder = _Timed(compiles[seed % len(compiles)]) if compiles else _Pool()
             try:
@@ -81,8 +69,8 @@ def found(path: str, extra: int, seeds: int, strategy: str, compiles: list[list[
             finally:
                 builder.close()
             shares.append(best / min(r.latency_ms for r in result.best if r.latency_ms))
-            PASSED.append(result.passed)
-        return shares
+            passed.append(result.passed)
+        return shares, passed
     finally:
         tuner.DEEPER, tuner.PATIENCE = kept
 
@@ -94,14 +82,14 @@ def main(argv: list[str]) -> None:
     seeds, strategy = int(opts.get("seeds", 100)), opts.get("strategy", "tpe")
     print(f"{strategy}, 48 trials, {WORKERS} compile workers, seeds 0-{seeds - 1}: best found / dataset's best")
     if "compile" in opts:
-        compiles, scale = recorded_compiles(opts["compile"]), float(opts["compile"].rsplit(":", 1)[1])
+        trials, scale = opts["compile"].rsplit(":", 1)
+        compiles = [[s * float(scale) for s in run] for run in recorded_compiles(trials).values()]
         patiences = [float(p) for p in opts.get("patience", "inf,3").split(",")]
         for path in paths:
             got, passed = {}, {}
             for p in patiences:
-                PASSED.clear()
-                got[p] = found(path, 0, seeds, strategy, compiles, p * scale)
-                passed[p] = statistics.mean(PASSED)
+                got[p], counts = found(path, 0, seeds, strategy, compiles, p * float(scale))
+                passed[p] = statistics.mean(counts)
             for p in patiences:
                 diff = [a - b for a, b in zip(got[p], got[patiences[0]])]
                 print(f"{Path(path).name.split('.')[0][:44]:44s} patience {p:g}: mean {statistics.mean(got[p]):.4f} "
@@ -114,7 +102,7 @@ def main(argv: list[str]) -> None:
     for path in paths:
         for extra in extras:
             start = time.time()
-            got = sorted(found(path, extra, seeds, strategy))
+            got = sorted(found(path, extra, seeds, strategy)[0])
             print(f"{Path(path).name.split('.')[0][:44]:44s} {extra:5d} {statistics.mean(got):7.4f} "
                   f"{statistics.median(got):7.4f} {got[len(got) // 4]:7.4f} {got[0]:7.4f} "
                   f"{sum(g >= 0.97 for g in got):4d}/{len(got)}  ({time.time() - start:.0f} s)", flush=True)

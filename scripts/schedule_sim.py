@@ -24,6 +24,16 @@ import sys
 from collections import defaultdict
 
 WORKERS, ROUND, BLIND, BUDGET, POLISH, WARM_S, STEP = 15, 4, 27, 48, 6, 3.5, 0.005
+DEPTH = WORKERS + ROUND  # trials in flight (tuner._Loop.depth for a strategy that learns)
+
+
+def recorded_compiles(path: str) -> dict[str, list[float]]:
+    """Each run of ``TRIALS.jsonl`` (its ``db``): its trials' compile seconds in launch order."""
+    runs: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for line in open(path):
+        row = json.loads(line)
+        runs[row["db"]].append((row["number"], row["compile_s"]))
+    return {db: [s for _, s in sorted(rows)] for db, rows in sorted(runs.items())}
 
 
 def simulate(compile_s: list[float], patience: float | None, measure: float, record: float, launch: float,
@@ -76,8 +86,8 @@ def simulate(compile_s: list[float], patience: float | None, measure: float, rec
                 recorded.add(take)
                 thread_free = now + record
                 flight.remove(take)
-                if len(built) < search and len(flight) <= WORKERS + ROUND - ROUND:
-                    thread_free = submit(min(WORKERS + ROUND - len(flight), search - len(built)), thread_free + propose)
+                if len(built) < search and len(flight) <= DEPTH - ROUND:
+                    thread_free = submit(min(DEPTH - len(flight), search - len(built)), thread_free + propose)
                 elif len(built) >= search and not flight and not polishing:
                     polishing = True
                     compile_s[len(built):] = [0.01] * (BUDGET - len(built))
@@ -89,17 +99,13 @@ def simulate(compile_s: list[float], patience: float | None, measure: float, rec
 
 def main(argv: list[str]) -> None:
     opts = dict(a.split("=", 1) for a in argv if "=" in a)
-    runs: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for path in (a for a in argv if "=" not in a):
-        for line in open(path):
-            row = json.loads(line)
-            runs[row["db"]].append((row["number"], row["compile_s"]))
+    runs = {db: times for path in argv if "=" not in path for db, times in recorded_compiles(path).items()}
     patiences = [float(p) for p in opts.get("patience", "3,1").split(",")]
     costs = dict(measure=float(opts.get("measure", 0.21)), record=float(opts.get("record", 0.06)),
                  launch=float(opts.get("launch", 0.05)), propose=float(opts.get("propose", 0.10)))
     print(f"loop end s / first result s / runner busy after it; {costs}")
-    for db, rows in sorted(runs.items()):
-        times = [s for _, s in sorted(rows)][:BUDGET]
+    for db, times in sorted(runs.items()):
+        times = times[:BUDGET]
         cells = []
         for patience, idle in [(None, False), *((p, False) for p in patiences), (patiences[0], True)]:
             end, first, busy = simulate(times, patience, idle=idle, **costs)

@@ -78,6 +78,9 @@ CLUSTER_EPILOGUES = (*EPILOGUES, "chunked")
 # the programs offered where K is short (:func:`short_k_clusters`): not k2, which splits the K of
 # tiles that leave SMs idle (none there)
 SHORT_K_CLUSTERS = ("off", "m2", "n2", "single")
+# the programs TILESEARCH_CLUSTER=single offers where K is long (:data:`SEARCH_SINGLE`), cooperative
+# alone: the single block's ping-pong (128x128, 5 stages) was 5-10% behind its cooperative loop there
+SINGLE_CLUSTERS = ("off", "single")
 RASTERS = ("row", "column")
 # Whether the search turns ``raster``. Off: on 13 kernels the searches chose (H100, 2026-11-24,
 # RESULTS.md "Round 4") the column order gained nothing beyond the interval and lost 2-4% on four,
@@ -482,7 +485,7 @@ class GemmOp(Operator):
         most_tiles = math.ceil(m / (16 if small else MMA_ROWS)) * math.ceil(n / 64)
         most_splits = min(16, math.ceil(k / 32) // MIN_K_TILES_PER_SPLIT) if fewest_tiles(m, n) < sms else 1
         programs = (CLUSTERS if SEARCH_CLUSTER else SHORT_K_CLUSTERS if short_k_clusters(problem, target)
-                    else ("off", "single") if SEARCH_SINGLE else None)  # the cluster program's, if offered
+                    else SINGLE_CLUSTERS if SEARCH_SINGLE else None)  # the cluster program's, if offered
         clustered = programs is not None
         knobs = [
             (Categorical("block_m", tuple(sorted({64, 128, 256, *heights}))) if heights
@@ -503,7 +506,7 @@ class GemmOp(Operator):
         ]
         if clustered:
             knobs.append(Categorical("cluster", programs))
-            if programs != ("off", "single"):  # (the single block's ping-pong was 4-11% behind at long K)
+            if programs is not SINGLE_CLUSTERS:
                 knobs.append(Categorical("schedule", SCHEDULES))
         if SEARCH_STREAM_K:
             knobs.append(Categorical("stream_k", STREAM_K if most_tiles > sms else STREAM_K[:1]))

@@ -88,20 +88,31 @@ def test_the_same_seed_proposes_the_same_whether_the_runner_is_fast_or_slow(tmp_
 
 
 class _SlowFirst(_JitteryBuilder):
-    """The first candidate compiles for 0.5 s, the others at once."""
+    """The first candidate compiles for ``first_s``, the others at once; notes each candidate's key
+    and when it was submitted, and when the first compile ended."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_s: float = 0.5) -> None:
         super().__init__(0)
+        self.first_s = first_s
         self.submitted: list[str] = []
+        self.submitted_at: list[float] = []
+        self.first_done: float | None = None
 
     def submit(self, candidate):
         import time
 
         from tilesearch.records import BuildResult
 
-        delay = 0.5 if not self.submitted else 0.0
+        first = not self.submitted
         self.submitted.append(candidate.key)
-        return self.pool.submit(lambda: (time.sleep(delay), BuildResult(candidate, ok=True))[1])
+        self.submitted_at.append(time.perf_counter())
+
+        def build():
+            if first:
+                time.sleep(self.first_s)
+                self.first_done = time.perf_counter()
+            return BuildResult(candidate, ok=True)
+        return self.pool.submit(build)
 
 
 class _Ordered(_Measuring):
@@ -129,32 +140,6 @@ def test_the_runner_takes_a_compiled_kernel_while_an_older_one_compiles_and_resu
     assert recorded == sorted(recorded) and len(recorded) == 8  # launch order, as the strategy sees them
 
 
-class _StuckFirst(_JitteryBuilder):
-    """The first candidate compiles for ``first_s``, the others at once; notes when each was submitted
-    and when the first compile ended."""
-
-    def __init__(self, first_s: float) -> None:
-        super().__init__(0)
-        self.first_s = first_s
-        self.submitted: list[float] = []
-        self.first_done: float | None = None
-
-    def submit(self, candidate):
-        import time
-
-        from tilesearch.records import BuildResult
-
-        first = not self.submitted
-        self.submitted.append(time.perf_counter())
-
-        def build():
-            if first:
-                time.sleep(self.first_s)
-                self.first_done = time.perf_counter()
-            return BuildResult(candidate, ok=True)
-        return self.pool.submit(build)
-
-
 @pytest.mark.parametrize("patience, passes", [(0.3, True), (30.0, False)])
 def test_a_compile_that_holds_the_gpu_up_past_patience_is_passed(monkeypatch, patience, passes):
     """Once the oldest trial has compiled for PATIENCE s, the results after it are recorded and the
@@ -168,12 +153,12 @@ def test_a_compile_that_holds_the_gpu_up_past_patience_is_passed(monkeypatch, pa
     record = TuningDatabase.record
     monkeypatch.setattr(TuningDatabase, "record",
                         lambda self, trial, build, run: (recorded.append(trial.number), record(self, trial, build, run))[1])
-    builder = _StuckFirst(first_s=3.0)  # (long beside the 16 launches a loaded CI machine makes meanwhile)
+    builder = _SlowFirst(first_s=3.0)  # (long beside the 16 launches a loaded CI machine makes meanwhile)
     result = tune(TOY_OP, {"size": 64}, runner=_Measuring(), builder=builder, strategy="random", trials=16,
                   storage=":memory:", progress=False, retime=0, polish=0)
     assert result.measured_now == 16 and sorted(recorded) == list(range(16))
     first = recorded.index(0)
-    launched_meanwhile = sum(t < builder.first_done for t in builder.submitted)
+    launched_meanwhile = sum(t < builder.first_done for t in builder.submitted_at)
     if passes:
         assert first == 15 and result.passed == 15  # recorded last, everything else past it
         assert launched_meanwhile == 16

@@ -794,8 +794,7 @@ class _Loop:
     def _wait_s(self) -> float:
         """How long to wait for the next arrival: at most the poll interval, and no longer than the
         oldest compile's patience lasts (it may free results already in)."""
-        left = self._patience_left() if self.pending else float("inf")
-        return min(self.poll_s, max(0.01, left))
+        return min(self.poll_s, max(0.01, self._patience_left()))
 
     def _record(self, trial: Any, build: BuildResult, run: RunResult | None) -> None:
         with self.phases("database"):

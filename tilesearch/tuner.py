@@ -564,7 +564,8 @@ class _Loop:
                     # the compiles of one round end seconds apart, and waiting for the oldest left
                     # the GPU idle meanwhile (1.6 s before the first trial of README's main
                     # command). Results are still recorded, and so seen by the strategy, in launch
-                    # order (_take), so a rerun with the same seed proposes the same configurations.
+                    # order (_take), so a rerun with the same seed proposes the same configurations,
+                    # but past a compile that outlasts PATIENCE (_record_ready).
                     with self.phases("wait for measure" if self.feed.busy else "wait for build"):
                         try:
                             arrival = self.feed.arrivals.get(timeout=self._wait_s())

@@ -12,12 +12,20 @@
 # header record (compiler.header_file) that the last run before it made, as on a machine that has
 # tuned another problem before. Writes $OUT/tune_main_LABEL_I.txt (its storage stays in /tmp: at most 8
 # files come back from the GPU host)
-# and prints one line per run.
+# and prints one line per run. With RERUN=1 each run is followed by a no-op rerun of itself (the same storage
+# and cache, nothing new to measure), written to $OUT/rerun_main_LABEL_I.txt.
 #   bash scripts/time_main_command.sh after=. before=.before after=. before=.before
 #   bash scripts/time_main_command.sh nvrtc=. nvcc=.,TILESEARCH_COMPILER=nvcc
 #   CACHE=fresh bash scripts/time_main_command.sh cold=. kept=.,HEADER=kept before=.before
 set -u
 out=${OUT:-/tmp}
+# README's main command from inside TREE ($1), its own package first on the path, on storage $2,
+# with the run's settings of the environment (the caller's array `settings`), stopped after $3 s if given
+tune() {
+  (cd "$1" && timeout "${3:-0}" env ${settings[@]+"${settings[@]}"} PYTHONPATH="$1${PYTHONPATH:+:$PYTHONPATH}" python3 -m tilesearch.cli tune \
+    op=gemm m=8192 n=8192 k=8192 dtype=float16 strategy=tpe trials=48 verbose=true progress=false "storage=sqlite:///$2")
+}
+since() { python3 -c "import time; print(f'{time.time() - $1:.1f}')"; }
 i=0
 header=""
 for spec in "$@"; do
@@ -49,11 +57,9 @@ for spec in "$@"; do
     *) echo "$label run $i: skipped: $tree would import tilesearch from ${got:-nowhere}" >&2; continue ;;
   esac
   start=$(date +%s.%N)
-  (cd "$tree" && env ${settings[@]+"${settings[@]}"} PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" python3 -m tilesearch.cli tune op=gemm m=8192 n=8192 k=8192 \
-    dtype=float16 strategy=tpe trials=48 verbose=true progress=false "storage=sqlite:////tmp/main_${label}_$i.db") \
-    > "$log" 2>&1
+  tune "$tree" "/tmp/main_${label}_$i.db" > "$log" 2>&1
   rc=$?
-  wall=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+  wall=$(since "$start")
   echo "$label run $i: rc=$rc wall=${wall}s $(grep -m1 -o 'first measured trial after [0-9.]* s; runner busy [0-9]*%' "$log")" \
        "$(grep -m1 -o 'statuses: .*' "$log") $(grep -m1 -o '[0-9.]* s wall ([0-9.]* s of compilation' "$log")"
   if [ "${CACHE:-}" = fresh ]; then
@@ -62,4 +68,9 @@ for spec in "$@"; do
   fi
   grep -E '^(runner start|propose|database|wait for|measure|final re-time|worker: (time|warm))' "$log" | tr -s ' ' | paste -sd';' 
   grep -m1 -E '^ *[0-9]+ +chosen ' "$log" || tail -5 "$log"
+  if [ "${RERUN:-}" = 1 ] && [ $rc = 0 ]; then  # the same command again: nothing new to measure
+    start=$(date +%s.%N)
+    tune "$tree" "/tmp/main_${label}_$i.db" 10 > "$out/rerun_main_${label}_$i.txt" 2>&1
+    echo "$label run $i, no-op rerun: rc=$? wall=$(since "$start")s $(grep -m1 -o 'measured now: [0-9]*' "$out/rerun_main_${label}_$i.txt")"
+  fi
 done

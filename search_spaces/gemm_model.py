@@ -404,7 +404,8 @@ def rivals(config: Mapping[str, Any]) -> list[Config]:
             # first: the single block's persistent loop storing 64 columns at a time, 1.035x cuBLAS
             # at 8192x8192x256 where the same tile's pairs ran 1.005x (H100, 2026-12-06,
             # scripts/cluster_probe.py set=chunked); the polish times its first few rivals
-            found.insert(0, {**c, **program, "cluster": "single", "persistent": True, "epilogue": "chunked"})
+            found.insert(0, {**c, **program, "cluster": "single", "persistent": True, "epilogue": "chunked",
+                             "warp_policy": "full_row"})  # its only policy (see the space's constraint)
         found += [{**c, **program, "cluster": other} for other in CLUSTERS if other != c["cluster"]]
         if c["cluster"] != "off" and "schedule" in c:
             # at K of 512 and 1024 ping-pong was 6-8% ahead of cooperative at the same tile (m2 and

@@ -49,6 +49,8 @@ def test_the_knob_is_offered_where_k_is_short_and_the_tiles_fill_the_sms_twice()
     chunked = {**BASE, "persistent": True, "epilogue": "chunked", "cluster": "single", "schedule": "cooperative"}
     assert space.why_invalid(chunked) is None
     assert "cluster program" in space.why_invalid({**chunked, "cluster": "off"})
+    for policy in ("square", "full_col"):  # a chunk's columns held by half of the warps: wrong results
+        assert "warp_policy=full_row" in space.why_invalid({**chunked, "warp_policy": policy})
     tile = {**BASE, "block_n": 128, "persistent": True, "epilogue": "smem", "cluster": "n2"}
     assert space.why_invalid({**tile, "schedule": "pingpong"}) is None
     # there only its persistent loop with the smem epilogue is offered (others were 0.29-0.60x cuBLAS)
@@ -59,10 +61,14 @@ def test_the_knob_is_offered_where_k_is_short_and_the_tiles_fill_the_sms_twice()
     best = {**BASE, "block_n": 128, "persistent": True, "cluster": "n2", "schedule": "cooperative"}
     assert {**best, "schedule": "pingpong"} in OP.rivals(OP.problem(m=8192, n=8192, k=256), best)
     # and the first rival of any best there is the single block's persistent chunked program at its tile
+    # (its warps holding whole rows, whatever the best's split)
     for searched in ({**best, "epilogue": "smem"},
-                     {**BASE, "persistent": True, "epilogue": "smem", "cluster": "off", "schedule": "cooperative"}):
+                     {**BASE, "persistent": True, "epilogue": "smem", "cluster": "off", "schedule": "cooperative"},
+                     {**BASE, "persistent": True, "epilogue": "smem", "cluster": "off", "schedule": "cooperative",
+                      "warp_policy": "square"}):
         first = OP.rivals(OP.problem(m=8192, n=8192, k=256), searched)[0]
-        assert first == {**searched, "cluster": "single", "persistent": True, "epilogue": "chunked"}
+        assert first == {**searched, "cluster": "single", "persistent": True, "epilogue": "chunked",
+                         "warp_policy": "full_row"}
         assert space.why_invalid(first) is None
 
 

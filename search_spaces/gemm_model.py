@@ -382,6 +382,12 @@ def _fitted(space: Space, config: Config, depth: int) -> Config | None:
 FLIPPED_POLICY = {"full_row": "full_col", "full_col": "full_row"}
 
 
+def chunked_pipeline(block_m: int) -> dict[str, int]:
+    """The chunked rival's pipeline (see :func:`rivals`): 4 stages of 64, or 3 for 256-row tiles,
+    whose staging buffers (2 x 256 rows x 64 columns) leave room for no more on sm_90 (227 KB)."""
+    return {"block_k": 64, "num_stages": 4 if block_m <= 128 else 3}
+
+
 def rivals(config: Mapping[str, Any]) -> list[Config]:
     """The same tile by two other routes, each several knobs from ``config``: the K step twice as
     wide and half as many stages deep (or half and twice), which keeps the bytes in flight; and
@@ -403,9 +409,13 @@ def rivals(config: Mapping[str, Any]) -> list[Config]:
         if c.get("epilogue") != "chunked" and c["block_n"] % CHUNK == 0:
             # first: the single block's persistent loop storing 64 columns at a time, 1.035x cuBLAS
             # at 8192x8192x256 where the same tile's pairs ran 1.005x (H100, 2026-12-06,
-            # scripts/cluster_probe.py set=chunked); the polish times its first few rivals
+            # scripts/cluster_probe.py set=chunked); the polish times its first few rivals. With the
+            # probe's pipeline, 4 stages of 64 (at 128x256 the most that fit beside the staging
+            # buffers), not the best's own: in searches that offered it at long K (H200, 2026-12-06,
+            # model_shapes/single_vs_default_2026-12-06) the best's 2 stages of 128 and 5 of 32 made
+            # it 0.63x and 0.86x, where the probe's ran 0.994-0.998x at the same shapes' tile
             found.insert(0, {**c, **program, "cluster": "single", "persistent": True, "epilogue": "chunked",
-                             "warp_policy": "full_row"})  # its only policy (see the space's constraint)
+                             "warp_policy": "full_row", **chunked_pipeline(c["block_m"])})  # its only policy (the space's constraint)
         found += [{**c, **program, "cluster": other} for other in CLUSTERS if other != c["cluster"]]
         if c["cluster"] != "off" and "schedule" in c:
             # at K of 512 and 1024 ping-pong was 6-8% ahead of cooperative at the same tile (m2 and

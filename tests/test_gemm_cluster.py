@@ -61,15 +61,21 @@ def test_the_knob_is_offered_where_k_is_short_and_the_tiles_fill_the_sms_twice()
     best = {**BASE, "block_n": 128, "persistent": True, "cluster": "n2", "schedule": "cooperative"}
     assert {**best, "schedule": "pingpong"} in OP.rivals(OP.problem(m=8192, n=8192, k=256), best)
     # and the first rival of any best there is the single block's persistent chunked program at its tile
-    # (its warps holding whole rows, whatever the best's split)
+    # (its warps holding whole rows and the probe's 4 stages of 64, whatever the best's split and pipeline)
     for searched in ({**best, "epilogue": "smem"},
                      {**BASE, "persistent": True, "epilogue": "smem", "cluster": "off", "schedule": "cooperative"},
                      {**BASE, "persistent": True, "epilogue": "smem", "cluster": "off", "schedule": "cooperative",
-                      "warp_policy": "square"}):
+                      "warp_policy": "square", "block_k": 128, "num_stages": 2}):
         first = OP.rivals(OP.problem(m=8192, n=8192, k=256), searched)[0]
         assert first == {**searched, "cluster": "single", "persistent": True, "epilogue": "chunked",
-                         "warp_policy": "full_row"}
+                         "warp_policy": "full_row", "block_k": 64, "num_stages": 4}
         assert space.why_invalid(first) is None
+    # a 256-row tile's staging buffers leave room for 3 stages of 64
+    tall = {**BASE, "block_m": 256, "block_n": 128, "persistent": True, "epilogue": "smem", "cluster": "off",
+            "schedule": "cooperative"}
+    first = OP.rivals(OP.problem(m=8192, n=8192, k=256), tall)[0]
+    assert (first["epilogue"], first["block_k"], first["num_stages"]) == ("chunked", 64, 3)
+    assert space.why_invalid(first) is None and "shared memory" in space.why_invalid({**first, "num_stages": 4})
 
 
 def test_tilesearch_cluster_single_offers_the_single_block_alone_wherever_k_is_long():

@@ -272,6 +272,10 @@ SINGLE_CASES = {
     # chunks past N (TMA skips them), the stores in flight across a persistent loop's tiles
     "single_chunked_persistent_odd": ((3000, 5000, 4000, "bfloat16", "nt"),
                                       dict(cluster="single", persistent=True, epilogue="chunked")),
+    # the chunked rival of a 256-row best: 3 stages of 64 beside its staging buffers
+    "single_chunked_tall": ((8192, 8192, 256, "bfloat16", "nt"),
+                            dict(cluster="single", persistent=True, epilogue="chunked", block_m=256, block_n=128,
+                                 num_stages=3)),
     "single_chunked_pingpong": ((4096, 4096, 2048, "float16", "nt"),
                                 dict(cluster="single", persistent=True, schedule="pingpong", block_n=128,
                                      epilogue="chunked", num_stages=5)),

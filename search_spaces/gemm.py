@@ -96,10 +96,11 @@ SEARCH_COLUMN_RASTER = False
 # a long-K shape to the trials it spent on clustered kernels. Where K is long the paired programs
 # are behind the template at the same tile (scripts/cluster_probe.py), so it stays off by default.
 # The single block's persistent loop with the chunked epilogue was 0.8-4% ahead of the template at
-# its tile on an H100 (2026-12-06, set=chunked) at four long-K shapes; whether a search with it
-# offered there finds better kernels within its trials is not yet measured: TILESEARCH_CLUSTER=single
-# offers that program alone (cluster off or single, with the chunked epilogue) to a search, so
-# that its suite can be run beside the default's.
+# its tile on an H100 (2026-12-06, set=chunked) at four long-K shapes. TILESEARCH_CLUSTER=single
+# offers that program alone (cluster off or single, with the chunked epilogue) to a search. Two
+# searches of three long-K shapes with it and without (H200, 2026-12-06, RESULTS.md) chose template
+# kernels alike (0.973 and 0.974 geometric mean): their polish's chunked rival took the best's
+# pipeline, not the probe's (since de98942 it takes the probe's); not yet searched again.
 # TILESEARCH_CLUSTER=1 offers every program to the search in every process of a run. While it is off
 # the knob is not in the space at all (a configuration without it is not clustered): a constant knob
 # would still add a feature column, and with it reshuffle the cost model's column sampling on every

@@ -84,17 +84,23 @@ def test_a_pool_closed_before_its_first_fork_stops_the_fork_server_importing(tmp
     import subprocess
     import sys
 
-    # checked while the process runs: once it exits, an unstopped server would exit too
+    # checked while the process runs: once it exits, an unstopped server would exit too. The server
+    # also imports a module that takes 30 s, so it is surely still importing when the pool closes:
+    # with TileLang's import alone it had sometimes finished and forked a worker first (a fast import
+    # from bytecode, a slow pool start), and the test then failed without a fault
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(30)\n")
     script = ("import time\n"
               "from test_workers import alive\n"
+              "from tilesearch.builder import local\n"
               "from tilesearch.builder.local import LocalBuilder, start_early\n"
               "from tilesearch.workers import fork_server_pid\n"
+              "local.WARM_MODULES = [*local.WARM_MODULES, 'slow_import']\n"
               "start_early()  # as tune does\n"
               "builder = LocalBuilder(workers=2)\n"
               "builder.close()\n"
               "time.sleep(0.5)\n"
               "print('alive' if alive(fork_server_pid()) else 'stopped')\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": os.path.dirname(__file__)})  # for test_workers
+                         env={**os.environ, "PYTHONPATH": f"{os.path.dirname(__file__)}:{tmp_path}"})  # test_workers, slow_import
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-1] == "stopped"  # exited (a zombie until reaped), not importing on

@@ -113,13 +113,22 @@ def fork_server_pid() -> int | None:
 
 def stop_fork_server() -> None:
     """Stops the fork server, if one runs, without waiting for its imports: a worker it has yet to
-    fork fails to start (and a later start begins a new server), a worker it forked runs on."""
+    fork fails to start (and a later start begins a new server), a worker it forked runs on.
+
+    A start already under way in another thread (past its worker's closed check, not yet at the
+    server) begins a new server if it reaches it after this: multiprocessing starts one whenever
+    the last has exited. One start in six did so in a test of a closed compile pool, and that
+    server imported TileLang while the closing process waited for the start. So the servers
+    started after this import nothing until :func:`preload` names their modules again (``tune``
+    does before it starts one): such a start ends at once, the worker's close stops its process,
+    and a second call, after the closes, stops that server."""
     pid = fork_server_pid()
     if pid:
         try:
             os.kill(pid, signal.SIGKILL)  # it holds no state of ours: nothing to finish, nothing to catch
         except OSError:
             pass
+    _FORKED.set_forkserver_preload([])
 
 
 def _serve(conn: Any, env: dict[str, str], nice: int = 0, where: tuple[list[str], str] | None = None) -> None:

@@ -226,9 +226,12 @@ class LocalBuilder(Builder):
         self._pool.shutdown(wait=False, cancel_futures=True)
         for worker in self._all:
             worker.refuse_starts()  # a warm-up not begun yet starts no fork server again
-        if not any(worker.pid is not None for worker in self._all):  # (no lock: a start holds it)
+        unforked = not any(worker.pid is not None for worker in self._all)  # (no lock: a start holds it)
+        if unforked:
             # none forked yet: the fork server is still importing TileLang (seconds), and each
             # worker's start waits for it; stopped, they fail at once (tune on a machine without
             # a GPU said so after 6-10 s, most of it this wait)
             stop_fork_server()
         IsolatedWorker.close_all(self._all)
+        if unforked:
+            stop_fork_server()  # one that a start under way began meanwhile (see there)

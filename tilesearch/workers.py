@@ -27,7 +27,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,7 +77,12 @@ def preload(modules: Sequence[str]) -> None:
     """Names the modules that the process workers are forked from (``forked=True``) imports once,
     before its first fork. It is one process per tuning process (Python's fork server), so the
     first caller's list holds; a later list changes nothing once a worker has been forked."""
-    _FORKED.set_forkserver_preload(list(modules))
+    global _preloaded
+    _preloaded = list(modules)
+    _FORKED.set_forkserver_preload(_preloaded)
+
+
+_preloaded: list[str] = []
 
 
 def start_fork_server() -> None:
@@ -113,22 +119,34 @@ def fork_server_pid() -> int | None:
 
 def stop_fork_server() -> None:
     """Stops the fork server, if one runs, without waiting for its imports: a worker it has yet to
-    fork fails to start (and a later start begins a new server), a worker it forked runs on.
-
-    A start already under way in another thread (past its worker's closed check, not yet at the
-    server) begins a new server if it reaches it after this: multiprocessing starts one whenever
-    the last has exited. One start in six did so in a test of a closed compile pool, and that
-    server imported TileLang while the closing process waited for the start. So the servers
-    started after this import nothing until :func:`preload` names their modules again (``tune``
-    does before it starts one): such a start ends at once, the worker's close stops its process,
-    and a second call, after the closes, stops that server."""
+    fork fails to start (and a later start begins a new server), a worker it forked runs on."""
     pid = fork_server_pid()
     if pid:
         try:
             os.kill(pid, signal.SIGKILL)  # it holds no state of ours: nothing to finish, nothing to catch
         except OSError:
             pass
+
+
+@contextmanager
+def no_fork_server() -> Iterator[None]:
+    """Stops the fork server (:func:`stop_fork_server`) for the block, which closes the workers
+    that were waiting for it.
+
+    A start already under way in another thread (past its worker's closed check, not yet at the
+    server) begins a new server if it reaches it after the stop: multiprocessing starts one
+    whenever the last has exited. One start in six did so in a test of a closed compile pool, and
+    that server imported TileLang while the closing process waited for the start. So a server
+    started within the block imports nothing, and such a start ends at once (the block's close
+    then stops its worker); as the block ends that server is stopped too, and a later server
+    imports the modules :func:`preload` named again."""
     _FORKED.set_forkserver_preload([])
+    stop_fork_server()
+    try:
+        yield
+    finally:
+        stop_fork_server()
+        _FORKED.set_forkserver_preload(_preloaded)
 
 
 def _serve(conn: Any, env: dict[str, str], nice: int = 0, where: tuple[list[str], str] | None = None) -> None:

@@ -20,13 +20,13 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from tilesearch.builder import compiler
 from tilesearch.builder.base import Builder
 from tilesearch.records import BuildResult, Candidate
-from tilesearch.workers import IsolatedWorker, preload, start_fork_server, stop_fork_server
+from tilesearch.workers import IsolatedWorker, no_fork_server, preload, start_fork_server
 
 
 def compile_candidate(candidate: Candidate) -> tuple[float, float]:
@@ -226,12 +226,9 @@ class LocalBuilder(Builder):
         self._pool.shutdown(wait=False, cancel_futures=True)
         for worker in self._all:
             worker.refuse_starts()  # a warm-up not begun yet starts no fork server again
+        # none forked yet: the fork server is still importing TileLang (seconds), and each worker's
+        # start waits for it; stopped, they fail at once (tune on a machine without a GPU said so
+        # after 6-10 s, most of it this wait)
         unforked = not any(worker.pid is not None for worker in self._all)  # (no lock: a start holds it)
-        if unforked:
-            # none forked yet: the fork server is still importing TileLang (seconds), and each
-            # worker's start waits for it; stopped, they fail at once (tune on a machine without
-            # a GPU said so after 6-10 s, most of it this wait)
-            stop_fork_server()
-        IsolatedWorker.close_all(self._all)
-        if unforked:
-            stop_fork_server()  # one that a start under way began meanwhile (see there)
+        with no_fork_server() if unforked else nullcontext():
+            IsolatedWorker.close_all(self._all)

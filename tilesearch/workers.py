@@ -73,6 +73,9 @@ def _exit() -> None:
     os._exit(0)
 
 
+_preloaded: list[str] = []  # the modules preload() last named: no_fork_server names them again
+
+
 def preload(modules: Sequence[str]) -> None:
     """Names the modules that the process workers are forked from (``forked=True``) imports once,
     before its first fork. It is one process per tuning process (Python's fork server), so the
@@ -80,9 +83,6 @@ def preload(modules: Sequence[str]) -> None:
     global _preloaded
     _preloaded = list(modules)
     _FORKED.set_forkserver_preload(_preloaded)
-
-
-_preloaded: list[str] = []
 
 
 def start_fork_server() -> None:
@@ -135,7 +135,7 @@ def no_fork_server() -> Iterator[None]:
 
     A start already under way in another thread (past its worker's closed check, not yet at the
     server) begins a new server if it reaches it after the stop: multiprocessing starts one
-    whenever the last has exited. One start in six did so in a test of a closed compile pool, and
+    whenever the last has exited. In 2 of 9 runs of a test of a closed compile pool one did, and
     that server imported TileLang while the closing process waited for the start. So a server
     started within the block imports nothing, and such a start ends at once (the block's close
     then stops its worker); as the block ends that server is stopped too, and a later server

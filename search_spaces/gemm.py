@@ -640,8 +640,8 @@ class GemmOp(Operator):
     def estimate(self, problem: Mapping[str, Any], config: Mapping[str, Any], target: Target) -> float:
         return gemm_model.estimate(problem, config, target)
 
-    def rivals(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> list[Config]:
-        return gemm_model.rivals(config)
+    def rivals(self, problem: Mapping[str, Any], space: Space, config: Mapping[str, Any]) -> list[Config]:
+        return gemm_model.rivals(space, config)
 
     def refits(self, problem: Problem, space: Space, target: Target, config: Mapping[str, Any], n: int) -> list[Config]:
         return gemm_model.refits(problem, space, target, config, n, block_n_values(problem["n"]))

@@ -382,19 +382,29 @@ def _fitted(space: Space, config: Config, depth: int) -> Config | None:
 FLIPPED_POLICY = {"full_row": "full_col", "full_col": "full_row"}
 
 
-def chunked_pipeline(block_m: int) -> dict[str, int]:
-    """The chunked rival's pipeline (see :func:`rivals`): 4 stages of 64, or 3 for 256-row tiles,
-    whose staging buffers (2 x 256 rows x 64 columns) leave room for no more on sm_90 (227 KB)."""
-    return {"block_k": 64, "num_stages": 4 if block_m <= 128 else 3}
+# The chunked rival's pipeline (see :func:`rivals`): the probe's 4 stages of 64 where the space's
+# shared-memory check lets them fit beside the staging buffers, else the deepest that do (3 for
+# 256-row tiles on sm_90: their buffers take 2 x 256 rows x 64 columns of its 227 KB)
+CHUNKED_STEP, CHUNKED_STAGES = 64, (4, 3, 2)
 
 
-def rivals(config: Mapping[str, Any]) -> list[Config]:
+def _chunked(space: Space, config: Config) -> Config | None:
+    """``config`` with the chunked rival's deepest pipeline the space allows, else None."""
+    for stages in CHUNKED_STAGES:
+        candidate = {**config, "block_k": CHUNKED_STEP, "num_stages": stages}
+        if space.why_invalid(candidate) is None:
+            return candidate
+    return None
+
+
+def rivals(space: Space, config: Mapping[str, Any]) -> list[Config]:
     """The same tile by two other routes, each several knobs from ``config``: the K step twice as
     wide and half as many stages deep (or half and twice), which keeps the bytes in flight; and
     the tile transposed (block_m and block_n exchanged, the warps' split with them). On the
     H100 two 64-trial searches of 16x4096x4096 settled on 64-wide K steps 12 deep and 128-wide
     6 deep, 0.8% apart; of 4096^3 on 128x256 and 256x128 tiles, 0.6% apart; neither had
-    measured the other's kernel, and one-knob steps do not reach it."""
+    measured the other's kernel, and one-knob steps do not reach it. ``space`` fits the chunked
+    rival's pipeline; the others may be invalid (the polish drops those)."""
     c = dict(config)
     found = []
     stages, bk = c["num_stages"], c["block_k"]
@@ -414,8 +424,10 @@ def rivals(config: Mapping[str, Any]) -> list[Config]:
             # buffers), not the best's own: in searches that offered it at long K (H200, 2026-12-06,
             # model_shapes/single_vs_default_2026-12-06) the best's 2 stages of 128 and 5 of 32 made
             # it 0.63x and 0.86x, where the probe's ran 0.994-0.998x at the same shapes' tile
-            found.insert(0, {**c, **program, "cluster": "single", "persistent": True, "epilogue": "chunked",
-                             "warp_policy": "full_row", **chunked_pipeline(c["block_m"])})  # its only policy (the space's constraint)
+            chunked = _chunked(space, {**c, **program, "cluster": "single", "persistent": True,
+                                       "epilogue": "chunked", "warp_policy": "full_row"})  # its only policy
+            if chunked is not None:
+                found.insert(0, chunked)
         found += [{**c, **program, "cluster": other} for other in CLUSTERS if other != c["cluster"]]
         if c["cluster"] != "off" and "schedule" in c:
             # at K of 512 and 1024 ping-pong was 6-8% ahead of cooperative at the same tile (m2 and

@@ -59,21 +59,21 @@ def test_the_knob_is_offered_where_k_is_short_and_the_tiles_fill_the_sms_twice()
     assert why(dict(m=4096, n=4096, k=4096), cluster="m2") is None  # (elsewhere, under TILESEARCH_CLUSTER=1)
     # a clustered best's rivals take the other schedule at its tile
     best = {**BASE, "block_n": 128, "persistent": True, "cluster": "n2", "schedule": "cooperative"}
-    assert {**best, "schedule": "pingpong"} in OP.rivals(OP.problem(m=8192, n=8192, k=256), best)
+    assert {**best, "schedule": "pingpong"} in OP.rivals(OP.problem(m=8192, n=8192, k=256), space, best)
     # and the first rival of any best there is the single block's persistent chunked program at its tile
     # (its warps holding whole rows and the probe's 4 stages of 64, whatever the best's split and pipeline)
     for searched in ({**best, "epilogue": "smem"},
                      {**BASE, "persistent": True, "epilogue": "smem", "cluster": "off", "schedule": "cooperative"},
                      {**BASE, "persistent": True, "epilogue": "smem", "cluster": "off", "schedule": "cooperative",
                       "warp_policy": "square", "block_k": 128, "num_stages": 2}):
-        first = OP.rivals(OP.problem(m=8192, n=8192, k=256), searched)[0]
+        first = OP.rivals(OP.problem(m=8192, n=8192, k=256), space, searched)[0]
         assert first == {**searched, "cluster": "single", "persistent": True, "epilogue": "chunked",
                          "warp_policy": "full_row", "block_k": 64, "num_stages": 4}
         assert space.why_invalid(first) is None
     # a 256-row tile's staging buffers leave room for 3 stages of 64
     tall = {**BASE, "block_m": 256, "block_n": 128, "persistent": True, "epilogue": "smem", "cluster": "off",
             "schedule": "cooperative"}
-    first = OP.rivals(OP.problem(m=8192, n=8192, k=256), tall)[0]
+    first = OP.rivals(OP.problem(m=8192, n=8192, k=256), space, tall)[0]
     assert (first["epilogue"], first["block_k"], first["num_stages"]) == ("chunked", 64, 3)
     assert space.why_invalid(first) is None and "shared memory" in space.why_invalid({**first, "num_stages": 4})
 
@@ -358,13 +358,14 @@ def test_the_prior_and_the_rivals_know_the_cluster_program():
     split = gemm_model.estimate(long_k, {**tile, "split_k": 2}, H100)
     assert k2 > plain and k2 >= split
     # a configuration without the knob (it is not searched) gets no clustered rivals
-    assert all("cluster" not in r for r in gemm_model.rivals(tile))
-    assert {r["cluster"] for r in gemm_model.rivals({**tile, "cluster": "n2"}) if r["block_k"] == 64} == {"off", "m2", "k2", "single"}
+    short_k = OP.space(OP.problem(m=8192, n=8192, k=256), H100)
+    assert all("cluster" not in r for r in gemm_model.rivals(short_k, tile))
+    assert {r["cluster"] for r in gemm_model.rivals(short_k, {**tile, "cluster": "n2"}) if r["block_k"] == 64} == {"off", "m2", "k2", "single"}
     # a best kernel of the template's other routes still gets valid clustered rivals
     square = dict(m=2048, n=4096, k=4096)
     best = {**tile, "cluster": "off", "schedule": "cooperative", "warp_specialize": "role_based", "tma": True,
             "epilogue": "smem", "num_stages": 3}
-    clustered = [r for r in gemm_model.rivals(best) if r["cluster"] in ("m2", "n2")]
+    clustered = [r for r in gemm_model.rivals(short_k, best) if r["cluster"] in ("m2", "n2")]
     assert len(clustered) == 2 and all(why(square, **r) is None for r in clustered)
 
 

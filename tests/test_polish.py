@@ -29,7 +29,7 @@ def test_the_last_trials_are_the_searched_best_s_untried_steps():
     best = min((c for c in searched if gemm_latency(problem.to_dict(), c, TARGET) is not None),
                key=lambda c: gemm_latency(problem.to_dict(), c, TARGET))
     op = registry.load("gemm")
-    near = [config_key(c) for c in space.steps(best) + op.rivals(problem.to_dict(), best)
+    near = [config_key(c) for c in space.steps(best) + op.rivals(problem.to_dict(), space, best)
             + op.refits(problem.to_dict(), space, TARGET, best, 9)]
     assert all(config_key(c) in near for c in calls[21:])
     assert result.measured_now == 24
@@ -60,7 +60,7 @@ def test_gemm_rivals_keep_the_bytes_in_flight_or_transpose_the_tile():
     space = op.space(problem, TARGET)
     best = next(c for c in space.enumerate() if c["block_m"] == 128 and c["block_n"] == 256 and c["block_k"] == 64
                 and c["num_stages"] == 4 and c["warp_policy"] == "full_row" and not c["persistent"])
-    rivals = [c for c in op.rivals(problem.to_dict(), best) if space.is_valid(c)]
+    rivals = [c for c in op.rivals(problem.to_dict(), space, best) if space.is_valid(c)]
     moved = [{k for k in c if c[k] != best[k]} for c in rivals]
     assert {"block_k", "num_stages"} in moved and {"block_m", "block_n"} in moved
     for c in rivals:
@@ -76,7 +76,7 @@ def test_the_polish_measures_the_best_s_rivals_first():
     best = min((c for c in calls[:21] if gemm_latency(problem.to_dict(), c, TARGET) is not None),
                key=lambda c: gemm_latency(problem.to_dict(), c, TARGET))
     seen = {config_key(c) for c in calls[:21]}
-    rivals = [config_key(c) for c in op.rivals(problem.to_dict(), best) if space.is_valid(c) and config_key(c) not in seen]
+    rivals = [config_key(c) for c in op.rivals(problem.to_dict(), space, best) if space.is_valid(c) and config_key(c) not in seen]
     polished = [config_key(c) for c in calls[21:]]
     assert rivals, "the test needs a best with an untried rival"
     assert polished[:len(rivals)] == rivals[:3]
@@ -94,7 +94,7 @@ def test_the_strategy_s_model_orders_the_polish_s_steps():
     best = min((c for c in calls[:42] if gemm_latency(problem.to_dict(), c, TARGET) is not None),
                key=lambda c: gemm_latency(problem.to_dict(), c, TARGET))
     searched = {config_key(c) for c in calls[:42]}
-    rivals = {config_key(c) for c in op.rivals(problem.to_dict(), best)}
+    rivals = {config_key(c) for c in op.rivals(problem.to_dict(), space, best)}
     rivals |= {config_key(c) for c in op.refits(problem.to_dict(), space, TARGET, best, 9)}  # before the steps
     stepped = [config_key(c) for c in calls[42:] if config_key(c) not in rivals]
     untried = [c for c in space.steps(best) if config_key(c) not in searched | rivals]
@@ -120,7 +120,7 @@ def test_the_polish_measures_the_best_s_untried_refits_after_its_rivals():
         best = min((c for c in calls[:start] if gemm_latency(problem.to_dict(), c, TARGET) is not None),
                    key=lambda c: gemm_latency(problem.to_dict(), c, TARGET))
         seen = set(keys[:start])
-        rivals = [config_key(c) for c in op.rivals(problem.to_dict(), best)
+        rivals = [config_key(c) for c in op.rivals(problem.to_dict(), space, best)
                   if space.is_valid(c) and config_key(c) not in seen]
         if rivals and keys[start:start + len(rivals)] == rivals:
             break

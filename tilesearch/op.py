@@ -249,13 +249,15 @@ class Operator(abc.ABC):
         configurations of one problem matters. ``1.0`` for all (a flat prior) by default."""
         return 1.0
 
-    def rivals(self, problem: Mapping[str, Any], config: Mapping[str, Any]) -> list[Config]:
-        """Configurations that do the same work as ``config`` by another route several knobs away
-        (a GEMM's K step twice as wide and half as many stages deep: the same bytes in flight),
-        which a search tends to settle on instead of it. The end-of-search polish measures them
-        beside the one-knob steps (``TuneSettings.polish``), so that two searches that settled on
-        either route both re-time the other. They need not be valid: the space filters them.
-        None by default."""
+    def rivals(self, problem: Mapping[str, Any], space: Space, config: Mapping[str, Any]) -> list[Config]:
+        """Configurations that do the same work as ``config`` by another route
+        several knobs away (a GEMM's K step twice as wide and half as many stages deep: the same
+        bytes in flight), which a search tends to settle on instead of it. The end-of-search
+        polish measures them beside the one-knob steps (``TuneSettings.polish``), so that two
+        searches that settled on either route both re-time the other. They need not be valid: the
+        polish drops those ``space`` rejects. ``space`` is given so that a rival can be fitted to
+        what the target allows (a pipeline as deep as its shared memory holds) rather than the op
+        restating the target's limits. None by default."""
         return []
 
     def refits(self, problem: Problem, space: Space, target: Target, config: Mapping[str, Any], n: int) -> list[Config]:

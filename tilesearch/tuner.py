@@ -673,7 +673,7 @@ class _Loop:
             scores = [self.context.op.estimate(problem, c, self.target) for c in steps]
         order = sorted(range(len(steps)), key=lambda i: -scores[i])  # stable: knob order on ties
         steps = [steps[i] for i in order]
-        rivals = [c for c in self.context.op.rivals(problem, config) if self.space.why_invalid(c) is None]
+        rivals = [c for c in self.context.op.rivals(problem, self.space, config) if self.space.why_invalid(c) is None]
         refits = [c for c in self.context.op.refits(problem, self.space, self.target, config, 3 * POLISH_REFITS)
                   if self._taken(c, trials=trials) is None][:POLISH_REFITS]
         untried, seen = [], set()

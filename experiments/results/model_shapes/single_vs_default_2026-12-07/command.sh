@@ -11,13 +11,13 @@ source scripts/gpu-host.sh > $OUT/host.txt 2>&1
 nvidia-smi --query-gpu=name --format=csv,noheader >> $OUT/summary.txt
 export TILESEARCH_COMMIT=94f9e5d  # the tree sent
 shapes=llama3_8b.o.m2048.bfloat16,llama3_8b.gate_up.m2048.bfloat16,llama3_8b.down.m2048.bfloat16
-TILESEARCH_CLUSTER=single timeout 265 python3 experiments/model_shapes.py out=$OUT/single shapes=$shapes peers=torch \
-  budget_s=210 > $OUT/single_stdout.log 2>&1
+TILESEARCH_CLUSTER=single timeout 205 python3 experiments/model_shapes.py out=$OUT/single shapes=$shapes peers=torch \
+  budget_s=150 > $OUT/single_stdout.log 2>&1
 echo "single rc=$? after $(( $(date +%s) - start )) s" >> $OUT/summary.txt
-timeout 265 python3 experiments/model_shapes.py out=$OUT/default shapes=$shapes peers=torch budget_s=210 \
+timeout 205 python3 experiments/model_shapes.py out=$OUT/default shapes=$shapes peers=torch budget_s=150 \
   > $OUT/default_stdout.log 2>&1
 echo "default rc=$? after $(( $(date +%s) - start )) s" >> $OUT/summary.txt
-left=$(( 520 - ($(date +%s) - start) ))
+left=$(( 440 - ($(date +%s) - start) ))
 if [ $left -gt 40 ]; then
   timeout $left python3 -m pytest -q -m gpu tests/test_gemm_cluster.py -k float64 -p no:cacheprovider > $OUT/gpu_tests.log 2>&1
   echo "gpu tests rc=$? after $(( $(date +%s) - start )) s: $(tail -1 $OUT/gpu_tests.log)" >> $OUT/summary.txt

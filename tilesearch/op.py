@@ -250,14 +250,14 @@ class Operator(abc.ABC):
         return 1.0
 
     def rivals(self, problem: Mapping[str, Any], space: Space, config: Mapping[str, Any]) -> list[Config]:
-        """Configurations that do the same work as ``config`` by another route
-        several knobs away (a GEMM's K step twice as wide and half as many stages deep: the same
-        bytes in flight), which a search tends to settle on instead of it. The end-of-search
-        polish measures them beside the one-knob steps (``TuneSettings.polish``), so that two
-        searches that settled on either route both re-time the other. They need not be valid: the
-        polish drops those ``space`` rejects. ``space`` is given so that a rival can be fitted to
-        what the target allows (a pipeline as deep as its shared memory holds) rather than the op
-        restating the target's limits. None by default."""
+        """Configurations that do the same work as ``config`` by another route several knobs away
+        (a GEMM's K step twice as wide and half as many stages deep: the same bytes in flight),
+        which a search tends to settle on instead of it. The end-of-search polish measures them
+        beside the one-knob steps (``TuneSettings.polish``), so that two searches that settled on
+        either route both re-time the other. They need not be valid: the polish drops those
+        ``space`` rejects. ``space`` is given so that a rival can be fitted to what the target
+        allows (a pipeline as deep as its shared memory holds) rather than the op restating the
+        target's limits. None by default."""
         return []
 
     def refits(self, problem: Problem, space: Space, target: Target, config: Mapping[str, Any], n: int) -> list[Config]:

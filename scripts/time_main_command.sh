@@ -60,7 +60,7 @@ for spec in "$@"; do
   tune "$tree" "/tmp/main_${label}_$i.db" > "$log" 2>&1
   rc=$?
   wall=$(since "$start")
-  echo "$label run $i: rc=$rc wall=${wall}s $(grep -m1 -o 'first measured trial after [0-9.]* s; runner busy [0-9]*%' "$log")" \
+  echo "$label run $i: rc=$rc wall=${wall}s $(grep -m1 -o 'first measured trial after [0-9.]* s[^;]*; runner busy [0-9]*%' "$log")" \
        "$(grep -m1 -o 'statuses: .*' "$log") $(grep -m1 -o '[0-9.]* s wall ([0-9.]* s of compilation' "$log")"
   if [ "${CACHE:-}" = fresh ]; then
     made=$(ls "$cache"/nvrtc/tilesearch-header-*.json 2>/dev/null | head -1)

@@ -2,6 +2,8 @@
 
 import time
 
+import pytest
+
 from tilesearch import tune
 from tilesearch.builder import NullBuilder
 from tilesearch.phases import Phases, table
@@ -45,6 +47,17 @@ def test_tune_reports_its_phases_the_first_result_and_how_busy_the_runner_was():
     assert 0 < result.busy_after_first <= 1
 
 
+def test_process_age_counts_from_the_process_start():
+    import subprocess
+    import sys
+
+    if sys.platform != "linux":
+        pytest.skip("process_age reads Linux's /proc")
+    script = "import time\ntime.sleep(0.5)\nfrom tilesearch.phases import process_age\nprint(process_age())\n"
+    age = float(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout)
+    assert 0.5 <= age < 30
+
+
 def test_tune_verbose_prints_the_phases(tmp_path):
     import subprocess
     import sys
@@ -62,6 +75,8 @@ def test_tune_verbose_prints_the_phases(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "first measured trial after" in out and "phase " in out and "\npropose " in out
+    if sys.platform == "linux":  # the time the user waited, the command's imports and checks included
+        assert "s after the command started); runner busy" in out
     assert "raced: 0 of 4 trials" in out  # a replayed dataset's figures are served whole
 
 

@@ -213,6 +213,8 @@ def cmd_tune(args: list[str]) -> int:
         from tilesearch import phases
 
         first = f"{result.first_result_s:.1f} s" if result.first_result_s is not None else "none"
+        if result.first_result_s is not None and result.before_s is not None:
+            first += f" ({result.before_s + result.first_result_s:.1f} s after the command started)"
         busy = f"{100 * result.busy_after_first:.0f}%" if result.busy_after_first is not None else "-"
         print(f"first measured trial after {first}; runner busy {busy} of the time after it")
         if result.measured_now:

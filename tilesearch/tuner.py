@@ -231,9 +231,10 @@ class TuneResult:
     (first proposal to last record); ``gpu_idle`` the share of that time in which the runner
     was not measuring. ``phases`` are the seconds spent per phase (:mod:`tilesearch.phases`),
     ``first_result_s`` the seconds from the start of ``tune`` to the first measured trial,
-    ``busy_after_first`` the share of the loop's time after that result in which the runner
-    measured, ``raced`` how many trials stopped being timed once clearly slower than the best
-    so far (:mod:`tilesearch.runner.measure`), and ``passed`` how many results were recorded before
+    ``before_s`` the seconds the process ran before that start (:func:`~tilesearch.phases.process_age`:
+    the command line's imports and checks), ``busy_after_first`` the share of the loop's time
+    after that result in which the runner measured, ``raced`` how many trials stopped being timed
+    once clearly slower than the best so far (:mod:`tilesearch.runner.measure`), and ``passed`` how many results were recorded before
     an older trial's, whose compile held the GPU up (:data:`PATIENCE`).
     """
 
@@ -253,6 +254,7 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     first_result_s: float | None = None
+    before_s: float | None = None
     busy_after_first: float | None = None
     raced: int = 0
     passed: int = 0
@@ -369,6 +371,7 @@ def tune(
         notes=notes,
         phases=dict(phases.seconds),
         first_result_s=phases.first_result_s,
+        before_s=phases.before_s,
         busy_after_first=loop.busy_after_first(),
         raced=loop.raced,
         passed=loop.passed,

@@ -75,3 +75,44 @@ def test_show_prints_best_table(tmp_path):
 def test_help_exits_zero_and_no_args_exits_2():
     assert cli("--help").returncode == 0
     assert cli().returncode == 2
+
+
+def _tune_script(storage, stop_at_open):
+    """A ``tune`` command line run in a child process that prints its exit code and the fork server's
+    PID when the storage began to open (``-`` where it did not), each on a line."""
+    return ("import sys\n"
+            "from tilesearch import cli, database\n"
+            "from tilesearch.workers import fork_server_pid\n"
+            "seen = ['-']\n"
+            "def opened(*args, **kwargs):\n"
+            "    seen[0] = fork_server_pid()\n"
+            f"    if {stop_at_open}: raise database.StorageError('the server does not answer')\n"
+            "database.rdb_storage = opened\n"
+            f"sys.argv = ['tilesearch', 'tune', 'op=gemm', 'm=64', 'n=64', 'k=64', 'trials=1', 'storage={storage}']\n"
+            "print(cli.main())\n"
+            "print(seen[0])\n")
+
+
+def test_tune_starts_the_compile_pools_process_before_the_storage_opens_and_stops_it_on_failure(tmp_path):
+    """The compile pool's process imports TileLang while the storage opens (SQLAlchemy's imports),
+    not after; a storage that then fails to open leaves no process behind."""
+    from test_workers import alive
+
+    out = subprocess.run([sys.executable, "-c", _tune_script(f"sqlite:///{tmp_path / 's.db'}", True)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**__import__("os").environ, "PYTHONPATH": __import__("os").path.dirname(__file__)})
+    code, pid = out.stdout.split()[-2:]
+    assert code == "2" and "the server does not answer" in out.stderr, out.stderr[-2000:]
+    assert pid != "None", "no fork server ran when the storage began to open"
+    assert not alive(int(pid))  # stopped as the command exited
+
+
+def test_tune_on_a_file_that_is_no_database_starts_nothing(tmp_path):
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"these bytes are not an SQLite database")
+    out = subprocess.run([sys.executable, "-c", _tune_script(f"sqlite:///{bad}", False)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    code, pid = out.stdout.split()[-2:]
+    assert code == "2" and "is not an SQLite database" in out.stderr, out.stderr[-2000:]
+    assert pid == "-"  # the storage never began to open
+    assert bad.read_bytes() == b"these bytes are not an SQLite database"

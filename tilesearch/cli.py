@@ -158,7 +158,8 @@ def cmd_worker(args: list[str]) -> int:
 def cmd_tune(args: list[str]) -> int:
     from tilesearch import report, strategy
     from tilesearch.builder import compiler
-    from tilesearch.database import StorageError, open_storage, storage_url
+    from tilesearch.builder.local import start_early
+    from tilesearch.database import StorageError, check_url, open_storage, storage_url
     from tilesearch.dataset import DatasetError
     from tilesearch.errors import TilesearchError
     from tilesearch.provenance import StaleStudyError
@@ -184,6 +185,14 @@ def cmd_tune(args: list[str]) -> int:
     url = storage_url(settings.get("storage"))
     created = _new_files(url)
     try:
+        check_url(url)  # a bad URL or file fails here, before anything starts
+        if TuneSettings(**settings).runner == "local":
+            # the compile pool's TileLang import (seconds) begins while the storage opens (0.4-0.5 s
+            # of SQLAlchemy and Alembic imports on the CPU machine), not after: the first kernel,
+            # and so the first measured trial, waits on that import. Should the storage fail to
+            # open after all (a server that does not answer), the unused fork server is stopped as
+            # this process exits (tilesearch.workers.start_fork_server).
+            start_early()
         open_storage(url)  # a bad URL fails here, before the GPU starts
         result = tune(op, problem, settings=TuneSettings(**settings))
     except NoDeviceError as exc:

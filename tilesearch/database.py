@@ -122,15 +122,24 @@ def _open(url: str, heartbeat: int | None, read_only: bool) -> optuna.storages.B
         from tilesearch.journal import Journal
 
         return optuna.storages.JournalStorage(Journal(url.removeprefix("journal:"), read_only=read_only))
+    check_url(url, read_only)
+    try:
+        return rdb_storage(url, heartbeat, read_only=read_only)
+    except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds
+        raise StorageError(f"cannot open storage {url!r}: {root_cause(exc)}") from None
+
+
+def check_url(url: str, read_only: bool = False) -> None:
+    """The checks of a relational storage's ``url`` that need no connection nor SQLAlchemy (its
+    form; an SQLite file's kind and permissions), as :func:`open_storage` makes them first: ``tune``
+    makes them before it starts the compile pool's process, which imports while the storage opens."""
+    if url == ":memory:" or url.startswith("journal:"):
+        return
     if "://" not in url:
         raise StorageError(f"storage={url!r} is not a storage URL; {FORMS}")
     path = sqlite_path(url)
     if path is not None:
         _check_sqlite_file(path, read_only)
-    try:
-        return rdb_storage(url, heartbeat, read_only=read_only)
-    except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds
-        raise StorageError(f"cannot open storage {url!r}: {root_cause(exc)}") from None
 
 
 def _check_sqlite_file(path: str, read_only: bool) -> None:

@@ -109,7 +109,8 @@ def start_early() -> None:
     H200 host, started at 1.3 s with the pool (``scripts/timeline_probe.py``, 2026-12-04), and the
     first kernel was compiled 1.3 s after that: the first measured trial waited on it. ``tune``
     calls this once its input is checked, where it will compile here (not before: a command that
-    fails on its input starts no process)."""
+    fails on its input starts no process); the command line calls it sooner, once the storage's URL
+    and file are checked and before the storage opens (``cmd_tune``)."""
     preload(WARM_MODULES)
     start_fork_server()
 

@@ -1,4 +1,4 @@
-# Run as `bash experiments/results/fast/main_2026-12-07/command.sh` on the GPU host, 2026-12-07, tree fca58f9.
+# Run as `bash experiments/results/fast/main_2026-12-07/command.sh` on the GPU host, 2026-12-07, tree 54ac6bd (the compile pool's process started before the storage opens).
 # 1. README's main command four times (fast-tuning issue), each on a fresh storage and an empty cache folder (the
 #    later three keeping NVRTC's header record), each followed by a no-op rerun of itself (RERUN=1).
 # 2. The GPU tests of the cluster and single-block cases against float64 (the 256-row chunked case is new).
@@ -8,7 +8,7 @@ set -u
 start=$(date +%s)
 el() { echo $(( $(date +%s) - start )); }
 source scripts/gpu-host.sh > $OUT/host.txt 2>&1
-export TILESEARCH_COMMIT=fca58f9
+export TILESEARCH_COMMIT=54ac6bd
 echo "set up after $(el) s; $(nvidia-smi --query-gpu=name --format=csv,noheader); $(nproc) cores" > $OUT/summary.txt
 CACHE=fresh RERUN=1 timeout 240 bash scripts/time_main_command.sh cold=. kept=.,HEADER=kept kept=.,HEADER=kept \
   kept=.,HEADER=kept > $OUT/main.txt 2>&1

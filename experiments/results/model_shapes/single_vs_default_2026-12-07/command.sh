@@ -4,20 +4,21 @@
 # bf16 nt), searched twice on one machine with the same budget: first with the single block's persistent chunked
 # program offered (TILESEARCH_CLUSTER=single), then in the default space. Each search's best is re-timed beside
 # torch.matmul (cuBLAS) in a fresh worker, interleaved (Triton left out to fit one call; it trailed by 21-28% at
-# these shapes before). Then the GPU tests of the cluster and single-block cases while the call lasts.
+# these shapes before). Then the GPU tests of the cluster and single-block cases while the call lasts (LIMIT s,
+# default 440; BUDGET: each search's seconds, default 150).
 set -u
 start=$(date +%s)
 source scripts/gpu-host.sh > $OUT/host.txt 2>&1
 nvidia-smi --query-gpu=name --format=csv,noheader >> $OUT/summary.txt
 export TILESEARCH_COMMIT=54ac6bd  # the tree sent
 shapes=llama3_8b.o.m2048.bfloat16,llama3_8b.gate_up.m2048.bfloat16,llama3_8b.down.m2048.bfloat16
-TILESEARCH_CLUSTER=single timeout 205 python3 experiments/model_shapes.py out=$OUT/single shapes=$shapes peers=torch \
-  budget_s=150 > $OUT/single_stdout.log 2>&1
+TILESEARCH_CLUSTER=single timeout $(( ${BUDGET:-150} + 55 )) python3 experiments/model_shapes.py out=$OUT/single shapes=$shapes peers=torch \
+  budget_s=${BUDGET:-150} > $OUT/single_stdout.log 2>&1
 echo "single rc=$? after $(( $(date +%s) - start )) s" >> $OUT/summary.txt
-timeout 205 python3 experiments/model_shapes.py out=$OUT/default shapes=$shapes peers=torch budget_s=150 \
+timeout $(( ${BUDGET:-150} + 55 )) python3 experiments/model_shapes.py out=$OUT/default shapes=$shapes peers=torch budget_s=${BUDGET:-150} \
   > $OUT/default_stdout.log 2>&1
 echo "default rc=$? after $(( $(date +%s) - start )) s" >> $OUT/summary.txt
-left=$(( 440 - ($(date +%s) - start) ))
+left=$(( ${LIMIT:-440} - ($(date +%s) - start) ))
 if [ $left -gt 40 ]; then
   timeout $left python3 -m pytest -q -m gpu tests/test_gemm_cluster.py -k float64 -p no:cacheprovider > $OUT/gpu_tests.log 2>&1
   echo "gpu tests rc=$? after $(( $(date +%s) - start )) s: $(tail -1 $OUT/gpu_tests.log)" >> $OUT/summary.txt

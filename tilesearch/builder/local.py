@@ -84,7 +84,9 @@ def _timed_subprocesses() -> Iterator[list[float]]:
 def warm_up(arch: str = "sm_90a") -> None:
     """Runs in a worker process of the compile pool when it starts: imports TileLang, and with NVRTC
     chosen makes its precompiled header for ``arch``, so the first compile pays for neither."""
-    import tilelang  # noqa: F401
+    from tilesearch.tilelang_import import import_tilelang
+
+    import_tilelang()  # without ml_dtypes (see there)
 
     compiler.warm_up(arch)
 

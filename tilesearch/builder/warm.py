@@ -26,7 +26,9 @@ try:
     if nvrtc:  # begun from what the last run recorded, beside the import
         compiler.early_header("sm_90a")
 
-    import tilelang  # noqa: F401 - before TVM
+    from tilesearch.tilelang_import import import_tilelang
+
+    import_tilelang()  # without ml_dtypes (see there)
 
     from tilesearch.builder import local  # noqa: F401 - what compile_candidate imports
 

@@ -150,8 +150,11 @@ def device_facts() -> dict[str, Any]:
 
 
 def warm_up() -> None:
-    """Imports TileLang (1.3-1.5 s on the H100 host), so that the first measure does not pay for it."""
-    import tilelang  # noqa: F401
+    """Imports TileLang (1.3-1.5 s on the H100 host), so that the first measure does not pay for it;
+    without ml_dtypes (:mod:`tilesearch.tilelang_import`)."""
+    from tilesearch.tilelang_import import import_tilelang
+
+    import_tilelang()
 
 
 def _poison(tensor: Any) -> None:

@@ -10,7 +10,7 @@ set -u
 start=$(date +%s)
 source scripts/gpu-host.sh > $OUT/host.txt 2>&1
 nvidia-smi --query-gpu=name --format=csv,noheader >> $OUT/summary.txt
-export TILESEARCH_COMMIT=54ac6bd  # the tree sent
+export TILESEARCH_COMMIT=54fb858  # the tree sent
 shapes=llama3_8b.o.m2048.bfloat16,llama3_8b.gate_up.m2048.bfloat16,llama3_8b.down.m2048.bfloat16
 TILESEARCH_CLUSTER=single timeout $(( ${BUDGET:-150} + 55 )) python3 experiments/model_shapes.py out=$OUT/single shapes=$shapes peers=torch \
   budget_s=${BUDGET:-150} > $OUT/single_stdout.log 2>&1

@@ -428,12 +428,16 @@ def rivals(space: Space, config: Mapping[str, Any]) -> list[Config]:
                                        "epilogue": "chunked", "warp_policy": "full_row"})  # its only policy
             if chunked is not None:
                 found.insert(0, chunked)
-        found += [{**c, **program, "cluster": other} for other in CLUSTERS if other != c["cluster"]]
         if c["cluster"] != "off" and "schedule" in c:
             # at K of 512 and 1024 ping-pong was 6-8% ahead of cooperative at the same tile (m2 and
-            # n2), at 2048 2-3% (H200, scripts/cluster_probe.py set=short_k); at 128 and 256 it
-            # had not been timed correct then
-            found.append({**c, "schedule": "pingpong" if c["schedule"] == "cooperative" else "cooperative"})
+            # n2), at 2048 2-3% (H200, scripts/cluster_probe.py set=short_k). Second, after the
+            # chunked rival: the polish times only its first few, and an H100 search of
+            # 8192x8192x256 (bf16, nt, 40 trials) chose 128x128x64 n2 cooperative at 0.939x cuBLAS
+            # where the same tile ping-pong ran 1.038x [1.032, 1.044], the schedule rival seventh in
+            # line (H100, 2026-12-07, experiments/results/fast/main_2026-12-07, knob_ablation.json)
+            flip = {**c, "schedule": "pingpong" if c["schedule"] == "cooperative" else "cooperative"}
+            found.insert(1 if found and found[0].get("epilogue") == "chunked" else 0, flip)
+        found += [{**c, **program, "cluster": other} for other in CLUSTERS if other != c["cluster"]]
     if not c.get("swap_ab", False) and c["block_m"] != c["block_n"]:
         flipped = {**c, "block_m": c["block_n"], "block_n": c["block_m"]}
         found.append(flipped)

@@ -57,9 +57,14 @@ def test_the_knob_is_offered_where_k_is_short_and_the_tiles_fill_the_sms_twice()
     assert "only the persistent program" in space.why_invalid({**tile, "persistent": False, "schedule": "cooperative"})
     assert "only the persistent program" in space.why_invalid({**tile, "epilogue": "direct", "schedule": "cooperative"})
     assert why(dict(m=4096, n=4096, k=4096), cluster="m2") is None  # (elsewhere, under TILESEARCH_CLUSTER=1)
-    # a clustered best's rivals take the other schedule at its tile
+    # a clustered best's rivals take the other schedule at its tile, second, right after the chunked
+    # rival (the polish times only its first few; ping-pong ran 10% ahead of the cooperative best there)
     best = {**BASE, "block_n": 128, "persistent": True, "cluster": "n2", "schedule": "cooperative"}
-    assert {**best, "schedule": "pingpong"} in OP.rivals(OP.problem(m=8192, n=8192, k=256), space, best)
+    assert OP.rivals(OP.problem(m=8192, n=8192, k=256), space, best)[1] == {**best, "schedule": "pingpong"}
+    smem = {**best, "epilogue": "smem", "num_stages": 5}
+    found = OP.rivals(OP.problem(m=8192, n=8192, k=256), space, smem)
+    assert found[0]["epilogue"] == "chunked" and found[1] == {**smem, "schedule": "pingpong"}
+    assert space.why_invalid(found[1]) is None
     # and the first rival of any best there is the single block's persistent chunked program at its tile
     # (its warps holding whole rows and the probe's 4 stages of 64, whatever the best's split and pipeline)
     for searched in ({**best, "epilogue": "smem"},

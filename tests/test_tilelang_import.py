@@ -77,7 +77,17 @@ def test_tilelang_without_ml_dtypes_makes_the_same_kernels_and_never_imports_it_
     pytest.importorskip("ml_dtypes")  # else there is nothing to hide
     plain, hidden = _run("plain", tmp_path), _run("hidden", tmp_path)
     assert len(plain["sources"]) == 3 * len(PROBLEMS)
-    assert hidden["sources"] == plain["sources"]
+    # TileLang itself lowers a configuration to one of two sources now and then on a loaded machine
+    # (its prover's time limits: 1 of 6 plain runs of the same 8192x8192x1024 configuration differed
+    # beside 4 busy processes on the CPU machine), so a source that differs is looked for among
+    # those of two more plain runs
+    seen = [{source} for source in plain["sources"]]
+    for _ in range(2):
+        if all(h in s for h, s in zip(hidden["sources"], seen)):
+            break
+        for i, source in enumerate(_run("plain", tmp_path)["sources"]):
+            seen[i].add(source)
+    assert all(h in s for h, s in zip(hidden["sources"], seen))
     assert hidden["after_import"] is False
     assert hidden["after_build"] is False  # a compile and a load did not import it either
     assert hidden["importable"] is True  # for a plugin that uses it

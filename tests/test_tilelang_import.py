@@ -93,24 +93,25 @@ def test_tilelang_without_ml_dtypes_makes_the_same_kernels_and_never_imports_it_
     assert hidden["importable"] is True  # for a plugin that uses it
 
 
-def test_an_import_of_ml_dtypes_before_is_kept():
-    pytest.importorskip("ml_dtypes")
-    script = ("import sys, ml_dtypes\n"
-              "from tilesearch.tilelang_import import import_tilelang\n"
-              "import_tilelang()\n"
-              "print(sys.modules['ml_dtypes'] is ml_dtypes, 'tilelang' in sys.modules)")
+def _printed(script):
+    """What a fresh Python process running ``script`` printed, word by word."""
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["True", "True"]
+    return out.stdout.split()
+
+
+def test_an_import_of_ml_dtypes_before_is_kept():
+    pytest.importorskip("ml_dtypes")
+    assert _printed("import sys, ml_dtypes\n"
+                    "from tilesearch.tilelang_import import import_tilelang\n"
+                    "import_tilelang()\n"
+                    "print(sys.modules['ml_dtypes'] is ml_dtypes, 'tilelang' in sys.modules)") == ["True", "True"]
 
 
 def test_the_fork_server_and_the_measuring_worker_import_tilelang_this_way():
-    script = ("import sys\n"
-              "import tilesearch.builder.warm\n"
-              "fork_server = 'ml_dtypes' in sys.modules\n"
-              "from tilesearch.runner import measure\n"
-              "measure.warm_up()\n"
-              "print(fork_server, 'ml_dtypes' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["False", "False"]
+    assert _printed("import sys\n"
+                    "import tilesearch.builder.warm\n"
+                    "fork_server = 'ml_dtypes' in sys.modules\n"
+                    "from tilesearch.runner import measure\n"
+                    "measure.warm_up()\n"
+                    "print(fork_server, 'ml_dtypes' in sys.modules)") == ["False", "False"]

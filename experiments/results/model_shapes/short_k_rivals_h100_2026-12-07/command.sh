@@ -8,7 +8,7 @@
 set -u
 start=$(date +%s)
 el() { echo $(( $(date +%s) - start )); }
-[ -d /tmp/site/tilelang ] || source scripts/gpu-host.sh > $OUT/host.txt 2>&1
+source scripts/gpu-host.sh > $OUT/host.txt 2>&1
 echo "$(nvidia-smi --query-gpu=name --format=csv,noheader); set up after $(el) s" >> $OUT/summary.txt
 for shape in odd.short_k.bfloat16 odd.short_k.float16; do
   for tree in before after; do

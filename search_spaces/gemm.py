@@ -100,7 +100,11 @@ SEARCH_COLUMN_RASTER = False
 # offers that program alone (cluster off or single, with the chunked epilogue) to a search. Two
 # searches of three long-K shapes with it and without (H200, 2026-12-06, RESULTS.md) chose template
 # kernels alike (0.973 and 0.974 geometric mean): their polish's chunked rival took the best's
-# pipeline, not the probe's (since de98942 it takes the probe's); not yet searched again.
+# pipeline, not the probe's (since de98942 it takes the probe's). Searched again on an H100
+# (2026-12-07): 0.995 against 0.971 at those shapes, but in the whole suite a call later it was not
+# reached at one of them, cost 8% at 512 x 4608 x 3584, and README's TPE command took 25-29 s with
+# it and chose a slower kernel in one of two runs; so it stays behind the variable, its other forms
+# pruned where K is long (the ``pairs`` constraint).
 # TILESEARCH_CLUSTER=1 offers every program to the search in every process of a run. While it is off
 # the knob is not in the space at all (a configuration without it is not clustered): a constant knob
 # would still add a feature column, and with it reshuffle the cost model's column sampling on every
@@ -413,6 +417,15 @@ def constraints(dtype: str, target: Target, problem: Mapping[str, Any] | None = 
         # its other kernels were 0.29-0.60x cuBLAS, and a third of the space, they took 14 of 40 trials
         if short_k and not (c.get("persistent", False) and c.get("epilogue", "direct") in ("smem", "chunked")):
             return "cluster: where K is short only the persistent program storing through shared memory is worth compiling"
+        # where K is long the single block gains by its persistent loop storing 64 columns at a time
+        # while the next tile loads: at the same tiles its other forms were 3-10% behind the
+        # template (H100, 2026-12-06, set=single: direct 0.70-0.96x cuBLAS, 3 stages through shared
+        # memory 0.67-0.94x) where this one ran 0.995-1.025x (set=chunked). Searched with them
+        # (H100, 2026-12-07, model_shapes/suite_single_h100_2026-12-07) they took 9 of 40 trials
+        # at 2048 x 28672 x 4096, at 0.47-0.91x, and the search timed this one in none
+        if not short_k and cluster == "single" and not (c.get("persistent", False)
+                                                        and c.get("epilogue", "direct") == "chunked"):
+            return "cluster: where K is long only the single block's persistent loop with the chunked epilogue is worth compiling"
         if cluster == "k2":
             if c.get("persistent", False):
                 return "cluster: k2 reduces one tile per pair of blocks (no persistent loop)"

@@ -5,10 +5,10 @@ arrays of its types (bfloat16, float8, int4, ...). That import registers NumPy u
 each of those types, and NumPy 2 checks each new loop against the ones before it: on the CPU
 machine (NumPy 2.4, ml_dtypes 0.7) ``import tilelang`` took 1.44-1.57 s after torch, 0.82-0.86 s
 without ml_dtypes (3 runs each). On the H100 host (NumPy 2.5, ml_dtypes 0.6) the import took
-0.79-0.85 s either way (2026-12-07): the cost depends on the versions installed. The compile pool's fork server imports TileLang before the first
-kernel compiles, so the first measured trial waits on it (:mod:`tilesearch.builder.warm`); each
-measuring worker, spare and final re-time process imports it before it times
-(:func:`tilesearch.runner.measure.warm_up`).
+0.79-0.85 s either way (2026-12-07): the cost depends on the versions installed. The compile
+pool's fork server imports TileLang before the first kernel compiles, so the first measured
+trial waits on it (:mod:`tilesearch.builder.warm`); each measuring worker, spare and final
+re-time process imports it before it times (:func:`tilesearch.runner.measure.warm_up`).
 
 Nothing in those processes needs the conversions: kernels are compiled from tile programs and
 called with torch tensors, and the kernels' code is the same either way

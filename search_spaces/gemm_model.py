@@ -389,18 +389,26 @@ CHUNKED_STEP, CHUNKED_STAGES = 64, (4, 3, 2)
 
 
 def _chunked(space: Space, config: Config) -> Config | None:
-    """``config`` with the chunked rival's deepest pipeline the space allows, else None."""
-    for stages in CHUNKED_STAGES:
-        candidate = {**config, "block_k": CHUNKED_STEP, "num_stages": stages}
-        if space.why_invalid(candidate) is None:
-            return candidate
+    """``config`` with the chunked rival's deepest pipeline the space allows, else None. Its
+    epilogue stores whole chunks of :data:`CHUNK` columns, so a best whose width is not a multiple
+    of one is fitted to the nearest that is, the wider first: in a search of 2048 x 28672 x 4096
+    (H100, 2026-12-07, model_shapes/suite_single_h100_2026-12-07) the best entered the polish at
+    128x224, had no chunked rival, and the search ended at 0.953x cuBLAS, where the chunked
+    program at 128x256 had run 0.986x in the call before."""
+    width = config["block_n"]
+    widths = [width] if width % CHUNK == 0 else [w for w in (-(-width // CHUNK) * CHUNK, width // CHUNK * CHUNK) if w]
+    for block_n in widths:
+        for stages in CHUNKED_STAGES:
+            candidate = {**config, "block_n": block_n, "block_k": CHUNKED_STEP, "num_stages": stages}
+            if space.why_invalid(candidate) is None:
+                return candidate
     return None
 
 
 def rivals(space: Space, config: Mapping[str, Any]) -> list[Config]:
-    """The same tile by two other routes, each several knobs from ``config``: the K step twice as
-    wide and half as many stages deep (or half and twice), which keeps the bytes in flight; and
-    the tile transposed (block_m and block_n exchanged, the warps' split with them). On the
+    """The same tile by other routes, each several knobs from ``config``: the K step twice as
+    wide and half as many stages deep (or half and twice), which keeps the bytes in flight; the
+    same K step as deep as shared memory holds; and the tile transposed (block_m and block_n exchanged, the warps' split with them). On the
     H100 two 64-trial searches of 16x4096x4096 settled on 64-wide K steps 12 deep and 128-wide
     6 deep, 0.8% apart; of 4096^3 on 128x256 and 256x128 tiles, 0.6% apart; neither had
     measured the other's kernel, and one-knob steps do not reach it. ``space`` fits the chunked
@@ -411,12 +419,20 @@ def rivals(space: Space, config: Mapping[str, Any]) -> list[Config]:
     if stages % 2 == 0:
         found.append({**c, "block_k": bk * 2, "num_stages": stages // 2})
     found.append({**c, "block_k": bk // 2, "num_stages": stages * 2})
+    # the same K step as deep as shared memory holds: a search of 512 x 4608 x 3584 (H100,
+    # 2026-12-07, model_shapes/suite_single_h100_2026-12-07) ended on 128x144x64 with 4 stages
+    # at 0.900x cuBLAS, its polish spent on rivals and refits, where the same tile 5 deep had
+    # been chosen at 0.978x (2026-12-06); one-knob steps come after the refits and were not reached
+    deeper = [{**c, "num_stages": d} for d in range(stages + 1, stages + 9)]
+    valid = [d for d in deeper if space.why_invalid(d) is None]
+    if valid:
+        found.append(valid[-1])
     if "cluster" in c:  # the cluster program, where the space offers it: the tile by the other routes
         # it loads by TMA and specializes its warp groups itself (warp_specialize=on): a best of
         # role_based had no valid clustered rival, and the H200 searches never timed the cluster
         # program at their best tile (where, at short K, probes then found it 1-6% ahead)
         program = {"tma": True, "warp_specialize": "on"} if c["cluster"] == "off" else {}
-        if c.get("epilogue") != "chunked" and c["block_n"] % CHUNK == 0:
+        if c.get("epilogue") != "chunked":
             # first: the single block's persistent loop storing 64 columns at a time, 1.035x cuBLAS
             # at 8192x8192x256 where the same tile's pairs ran 1.005x (H100, 2026-12-06,
             # scripts/cluster_probe.py set=chunked); the polish times its first few rivals. With the

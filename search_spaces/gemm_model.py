@@ -408,11 +408,12 @@ def _chunked(space: Space, config: Config) -> Config | None:
 def rivals(space: Space, config: Mapping[str, Any]) -> list[Config]:
     """The same tile by other routes, each several knobs from ``config``: the K step twice as
     wide and half as many stages deep (or half and twice), which keeps the bytes in flight; the
-    same K step as deep as shared memory holds; and the tile transposed (block_m and block_n exchanged, the warps' split with them). On the
-    H100 two 64-trial searches of 16x4096x4096 settled on 64-wide K steps 12 deep and 128-wide
-    6 deep, 0.8% apart; of 4096^3 on 128x256 and 256x128 tiles, 0.6% apart; neither had
-    measured the other's kernel, and one-knob steps do not reach it. ``space`` fits the chunked
-    rival's pipeline; the others may be invalid (the polish drops those)."""
+    same K step as deep as shared memory holds; and the tile transposed (block_m and block_n
+    exchanged, the warps' split with them). On the H100 two 64-trial searches of 16x4096x4096
+    settled on 64-wide K steps 12 deep and 128-wide 6 deep, 0.8% apart; of 4096^3 on 128x256 and
+    256x128 tiles, 0.6% apart; neither had measured the other's kernel, and one-knob steps do not
+    reach it. ``space`` fits the chunked rival's pipeline and the deepest one; the others may be
+    invalid (the polish drops those)."""
     c = dict(config)
     found = []
     stages, bk = c["num_stages"], c["block_k"]
@@ -423,10 +424,10 @@ def rivals(space: Space, config: Mapping[str, Any]) -> list[Config]:
     # 2026-12-07, model_shapes/suite_single_h100_2026-12-07) ended on 128x144x64 with 4 stages
     # at 0.900x cuBLAS, its polish spent on rivals and refits, where the same tile 5 deep had
     # been chosen at 0.978x (2026-12-06); one-knob steps come after the refits and were not reached
-    deeper = [{**c, "num_stages": d} for d in range(stages + 1, stages + 9)]
-    valid = [d for d in deeper if space.why_invalid(d) is None]
-    if valid:
-        found.append(valid[-1])
+    deeper = [{**c, "num_stages": d} for d in space["num_stages"].values() if d > stages]
+    deeper = [d for d in deeper if space.why_invalid(d) is None]
+    if deeper:
+        found.append(deeper[-1])
     if "cluster" in c:  # the cluster program, where the space offers it: the tile by the other routes
         # it loads by TMA and specializes its warp groups itself (warp_specialize=on): a best of
         # role_based had no valid clustered rival, and the H200 searches never timed the cluster

@@ -396,8 +396,7 @@ def _chunked(space: Space, config: Config) -> Config | None:
     128x224, had no chunked rival, and the search ended at 0.953x cuBLAS, where the chunked
     program at 128x256 had run 0.986x in the call before."""
     width = config["block_n"]
-    widths = [width] if width % CHUNK == 0 else [w for w in (-(-width // CHUNK) * CHUNK, width // CHUNK * CHUNK) if w]
-    for block_n in widths:
+    for block_n in sorted({-(-width // CHUNK) * CHUNK, width // CHUNK * CHUNK} - {0}, reverse=True):
         for stages in CHUNKED_STAGES:
             candidate = {**config, "block_n": block_n, "block_k": CHUNKED_STEP, "num_stages": stages}
             if space.why_invalid(candidate) is None:

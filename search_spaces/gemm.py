@@ -104,7 +104,11 @@ SEARCH_COLUMN_RASTER = False
 # (2026-12-07): 0.995 against 0.971 at those shapes, but in the whole suite a call later it was not
 # reached at one of them, cost 8% at 512 x 4608 x 3584, and README's TPE command took 25-29 s with
 # it and chose a slower kernel in one of two runs; so it stays behind the variable, its other forms
-# pruned where K is long (the ``pairs`` constraint).
+# pruned where K is long (the ``pairs`` constraint), and offered only where the largest tiles
+# outnumber the SMs (:func:`single_has_next_tile`). Again at 99e0f8c (H100, 2026-12-07, night):
+# 1.015 against 0.986 over the suite's six shapes, the long-K three at 0.991-1.001x; README's TPE
+# command 26.6 and 33.0 s with it against 23.8-24.6 s, and one of its two runs chose a kernel at
+# 0.797x, where the default chose trial 46 at 1.000x both times.
 # TILESEARCH_CLUSTER=1 offers every program to the search in every process of a run. While it is off
 # the knob is not in the space at all (a configuration without it is not clustered): a constant knob
 # would still add a feature column, and with it reshuffle the cost model's column sampling on every
@@ -130,7 +134,6 @@ MIN_K_TILES_PER_SPLIT = 4  # a split-K slice shorter than this is all pipeline f
 DEFAULTS = {"split_k": 1, "persistent": False, "epilogue": "direct", "tma": True, "warp_specialize": "on",
             "swap_ab": False, "raster": "row",
             **({"cluster": "off", "schedule": "cooperative"} if SEARCH_CLUSTER else {}),
-            **({"cluster": "off"} if SEARCH_SINGLE else {}),
             **({"stream_k": 1} if SEARCH_STREAM_K else {})}
 SWAP_AB_MAX_M = 256  # swapped tiles and deeper pipelines are offered up to this M (decode, small batches)
 # Up to this M swapped tiles are also offered with heights (A rows, the MMA's N side) that cover M
@@ -159,6 +162,17 @@ def short_k_clusters(problem: Mapping[str, Any], target: Target) -> bool:
     load while it stores one."""
     return (problem["k"] <= CLUSTER_MAX_K and operands_tma(problem)
             and fewest_tiles(problem["m"], problem["n"]) >= 2 * target.num_sms)
+
+
+def single_has_next_tile(problem: Mapping[str, Any], target: Target) -> bool:
+    """Whether ``TILESEARCH_CLUSTER=single`` offers the single block where K is long: only where
+    the largest tiles outnumber the SMs (:func:`fewest_tiles`), so that its persistent loop has a
+    next tile to load while it stores one; below that it is the template at best. Where they did
+    not (512 x 4608 x 3584: 72 tiles of 128 x 256 on 132 SMs) two of three H100 searches with it
+    offered ended at 0.900x and 0.905x cuBLAS, where the default space's two ended at 0.978x
+    (2026-12-06, 2026-12-07; RESULTS.md "2026-12-07, night"): the knob's values and feature
+    column change what the search proposes even where its trials on the program are few."""
+    return fewest_tiles(problem["m"], problem["n"]) > target.num_sms
 
 
 def swap_heights(m: int) -> tuple[int, ...]:
@@ -505,7 +519,8 @@ class GemmOp(Operator):
         most_tiles = math.ceil(m / (16 if small else MMA_ROWS)) * math.ceil(n / 64)
         most_splits = min(16, math.ceil(k / 32) // MIN_K_TILES_PER_SPLIT) if fewest_tiles(m, n) < sms else 1
         programs = (CLUSTERS if SEARCH_CLUSTER else SHORT_K_CLUSTERS if short_k_clusters(problem, target)
-                    else SINGLE_CLUSTERS if SEARCH_SINGLE else None)  # the cluster program's, if offered
+                    else SINGLE_CLUSTERS if SEARCH_SINGLE and single_has_next_tile(problem, target)
+                    else None)  # the cluster program's, if offered
         clustered = programs is not None
         knobs = [
             (Categorical("block_m", tuple(sorted({64, 128, 256, *heights}))) if heights

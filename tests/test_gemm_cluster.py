@@ -83,9 +83,10 @@ def test_the_knob_is_offered_where_k_is_short_and_the_tiles_fill_the_sms_twice()
     assert space.why_invalid(first) is None and "shared memory" in space.why_invalid({**first, "num_stages": 4})
 
 
-def test_tilesearch_cluster_single_offers_the_single_block_alone_wherever_k_is_long():
+def test_tilesearch_cluster_single_offers_the_single_block_alone_where_k_is_long_and_tiles_outnumber_sms():
     """The environment is read at import, so in a fresh process: the knob off or single with the
-    chunked epilogue at long K (no schedule: one block, cooperative); short K keeps its own."""
+    chunked epilogue at long K where the largest tiles outnumber the SMs (no schedule: one block,
+    cooperative), no knob where they do not; short K keeps its own."""
     import subprocess
     import sys
 
